@@ -1,0 +1,123 @@
+"""Command line: a thin layer over the stages. ``elical run --help`` lists the options.
+
+Exit codes: 0 success, 2 bad input (the message names file, line and field), 1 any other error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from dataclasses import replace
+
+__all__ = ["main"]
+
+# Each of these modules defines ``register(subparsers)``, which adds its subcommand with
+# ``set_defaults(handler=...)``; the handler takes the parsed args and returns an exit code. Keep their top-level
+# imports light: every ``elical`` call imports them.
+_SUBCOMMAND_MODULES: tuple[str, ...] = ("build", "evaluate", "report", "sweep", "predict")
+
+
+def _csv_ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got '{text}'")
+    return values
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="elical", description="Honesty alignment: EliCal and HonestyBench.")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="train and evaluate EliCal and its baselines end to end",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    r.add_argument("--preset", choices=["smoke", "default"], default="default",
+                   help="sizes: smoke (< 3 min on 2 cores, for tests) or default (< 15 min)")
+    r.add_argument("--model", help="'smollm2-135m-instruct' (offline default), a local directory or a HF model id")
+    r.add_argument("--data-dir", help="directory in the HonestyBench QA layout <dataset>/<split>.jsonl")
+    r.add_argument("--datasets", help="comma-separated dataset names (default: facts; with --data-dir: required)")
+    r.add_argument("--n-train", type=_positive, help="training-pool questions (unlabelled, of which k labelled)")
+    r.add_argument("--n-eval", type=_positive, help="evaluation questions per dataset")
+    r.add_argument("--n-samples", type=_positive, help="sampled answers per question (N)")
+    r.add_argument("--k", type=_csv_ints, help="labelled-question counts for Cal-Only(k) and EliCal(k), e.g. 16,64")
+    r.add_argument("--head", choices=["linear", "mlp"], help="probe head on the frozen hidden state")
+    r.add_argument("--layer", type=int, help="hidden layer to read (-1 = final)")
+    r.add_argument("--batch-size", type=_positive, help="questions per generation batch")
+    r.add_argument("--device", help="cpu, cuda, cuda:1, ...")
+    r.add_argument("--seed", type=int, help="seed of question choice, sampling, label subsets and heads")
+    r.add_argument("--output", help="run directory (default: runs/<preset>-<time>)")
+    r.add_argument("--resume", action="store_true", help="continue an existing run directory with the same config")
+    r.add_argument("--quiet", action="store_true", help="no progress bars")
+    for module in _SUBCOMMAND_MODULES:
+        try:
+            mod = importlib.import_module(f"elical.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"elical.{module}":
+                raise
+            continue
+        mod.register(sub)
+    return p
+
+
+def _config_from_args(args):
+    from .pipeline import PRESETS
+
+    cfg = PRESETS[args.preset]
+    if args.data_dir and not args.datasets:
+        from .records import InputError
+
+        raise InputError(args.data_dir, None, "--datasets", "--data-dir needs --datasets (e.g. --datasets nq,hq)")
+    overrides = {
+        "model": args.model, "data_dir": os.path.abspath(args.data_dir) if args.data_dir else None,
+        "datasets": tuple(d.strip() for d in args.datasets.split(",") if d.strip()) if args.datasets else None,
+        "n_train": args.n_train, "n_eval": args.n_eval, "n_samples": args.n_samples, "k_values": args.k,
+        "head": args.head, "layer": args.layer, "batch_size": args.batch_size, "device": args.device,
+        "seed": args.seed,
+    }
+    return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the defaults are offline; a user may set it to 0
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from .records import InputError
+
+    try:
+        if getattr(args, "handler", None) is not None:
+            return int(args.handler(args) or 0)
+        if args.command == "run":
+            from .pipeline import format_table, run
+
+            cfg = _config_from_args(args)
+            out = args.output or os.path.join("runs", f"{cfg.preset}-{time.strftime('%Y%m%d-%H%M%S')}")
+            results = run(cfg, out, resume=args.resume, progress=not args.quiet)
+            s = results["sizes"]
+            print()
+            for name, table in results["results"].items():
+                title = (f"{name}: {s['eval']} eval questions, pool {s['train_pool']}, "
+                         f"greedy accuracy {s['eval_accuracy']:.1%}" if name == "all" else name)
+                print(format_table(table, title))
+            print(f"wall time {results['timings']['total_s']:.0f} s; results in {out}/results.json")
+    except InputError as exc:
+        print(f"elical: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("elical: interrupted; continue with the same command and --resume", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,424 @@
+"""Metrics for confidence evaluation: AUROC, ECE, Brier, Alignment, risk-coverage, bootstrap CIs, aggregation.
+
+Every function takes ``y``, an ndarray of shape (n,) with 0/1 (is the greedy answer correct), and ``confidence``,
+an ndarray of shape (n,) of probabilities in [0, 1] (higher = more likely correct). Inputs are checked once, at
+the public boundary; a bad input raises ``ValueError`` naming the argument. The metrics follow the EliCal paper
+(Ni et al., arXiv 2510.17509, Sec. 5 "Evaluation metrics" and HonestyBench), selective prediction follows
+Geifman & El-Yaniv (2017) / Geifman et al. (2019, AURC), ECE follows Guo et al. (2017).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+from scipy.stats import rankdata
+from sklearn.metrics import brier_score_loss, roc_auc_score
+
+IN_DOMAIN = ("nq", "hq", "2wikimultihopqa", "pararel_patterns", "triviaqa")
+OUT_OF_DOMAIN = ("squad", "web_questions", "complex_web_questions", "musique", "popqa")
+_STRATEGIES = ("uniform", "quantile")
+# Keys of an evaluate_confidence() dict that are counts or per-dataset choices, not scores to average.
+_NOT_AVERAGED = frozenset({"n", "n_dev", "n_test", "threshold", "ci"})
+
+
+# ----------------------------------------------------------------------------------------------- validation
+def _check(y, confidence) -> tuple[np.ndarray, np.ndarray]:
+    """Return (y as int64, confidence as float64), both of shape (n,), or raise ValueError naming the argument."""
+    try:
+        c = np.asarray(confidence, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"confidence must be numeric, got {type(confidence).__name__}: {err}") from None
+    try:
+        y_arr = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"y must be numeric 0/1, got {type(y).__name__}: {err}") from None
+    for name, arr in (("y", y_arr), ("confidence", c)):
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must be 1-D of shape (n,), got shape {arr.shape}")
+    if y_arr.shape[0] != c.shape[0]:
+        raise ValueError(f"y and confidence must have the same length, got {y_arr.shape[0]} and {c.shape[0]}")
+    if c.shape[0] == 0:
+        raise ValueError("y and confidence must not be empty")
+    bad = ~np.isin(y_arr, (0.0, 1.0))
+    if bad.any():
+        raise ValueError(f"y must contain only 0 and 1, got {y_arr[bad][:5].tolist()}")
+    if not np.isfinite(c).all():
+        raise ValueError("confidence must be finite (no NaN or inf)")
+    if c.min() < 0.0 or c.max() > 1.0:
+        raise ValueError(f"confidence must lie in [0, 1], got min {c.min():.6g} and max {c.max():.6g}")
+    return y_arr.astype(np.int64), c
+
+
+def _check_n_bins_strategy(n_bins, strategy) -> None:
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+    if strategy not in _STRATEGIES:
+        raise ValueError(f"strategy must be one of {_STRATEGIES}, got {strategy!r}")
+
+
+def _check_fraction(name: str, value, closed_right: bool = False) -> float:
+    ok = isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not (0.0 < value < 1.0 or (closed_right and value == 1.0)):
+        interval = "(0, 1]" if closed_right else "(0, 1)"
+        raise ValueError(f"{name} must be a number in {interval}, got {value!r}")
+    return float(value)
+
+
+# ----------------------------------------------------------------------------------------- fast internals
+# Unchecked versions on validated arrays, used by the public functions and by the bootstrap loop.
+def _auroc_rank(y: np.ndarray, c: np.ndarray) -> float:
+    """AUROC by the Mann-Whitney rank statistic (ties count 1/2); equal to roc_auc_score, ~20x faster."""
+    n_pos = int(y.sum())
+    n_neg = y.shape[0] - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = rankdata(c)
+    return float((ranks[y == 1].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def _brier(y: np.ndarray, c: np.ndarray) -> float:
+    return float(np.mean((c - y) ** 2))
+
+
+def _bins(y: np.ndarray, c: np.ndarray, n_bins: int, strategy: str):
+    """Return (edges (n_bins+1,), count, sum of confidence, sum of y), each per bin of shape (n_bins,)."""
+    if strategy == "uniform":
+        # i / n_bins (not linspace) so that a confidence written as e.g. 0.3 lands in bin 3 = [0.3, 0.4).
+        edges = np.arange(n_bins + 1, dtype=np.float64) / n_bins
+        idx = np.clip(np.searchsorted(edges, c, side="right") - 1, 0, n_bins - 1)
+    else:
+        edges = np.quantile(c, np.arange(n_bins + 1, dtype=np.float64) / n_bins)
+        # The bin is a function of the value alone, so equal confidences always share a bin.
+        idx = np.searchsorted(edges[1:-1], c, side="right")
+    count = np.bincount(idx, minlength=n_bins).astype(np.float64)
+    conf_sum = np.bincount(idx, weights=c, minlength=n_bins)
+    y_sum = np.bincount(idx, weights=y.astype(np.float64), minlength=n_bins)
+    return edges, count, conf_sum, y_sum
+
+
+def _ece(y: np.ndarray, c: np.ndarray, n_bins: int, strategy: str) -> float:
+    _, _, conf_sum, y_sum = _bins(y, c, n_bins, strategy)
+    return float(np.abs(y_sum - conf_sum).sum() / c.shape[0])  # = sum_b |B|/n * |acc(B) - conf(B)|
+
+
+def _risk_curve(y: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Risk at k = 1..n most confident, ties resolved by their expected error under random tie order."""
+    order = np.argsort(-c, kind="stable")
+    c_s, err = c[order], 1.0 - y[order]
+    n = c_s.shape[0]
+    starts = np.flatnonzero(np.r_[True, c_s[1:] != c_s[:-1]])
+    sizes = np.diff(np.r_[starts, n])
+    group_err = np.add.reduceat(err, starts)
+    err_before = np.cumsum(group_err) - group_err
+    gid = np.repeat(np.arange(starts.shape[0]), sizes)
+    k = np.arange(1, n + 1, dtype=np.float64)
+    cum_err = err_before[gid] + (k - starts[gid]) * group_err[gid] / sizes[gid]
+    return cum_err / k
+
+
+def _alignment_accuracy(y: np.ndarray, c: np.ndarray, threshold: float) -> float:
+    answered = c >= threshold
+    return float(np.mean(np.where(answered, y == 1, y == 0)))
+
+
+def _best_threshold(y: np.ndarray, c: np.ndarray) -> float:
+    values = np.unique(c)  # ascending
+    candidates = np.r_[values, np.nextafter(values[-1], np.inf)]
+    # For threshold t: right = #(correct with c >= t) + #(wrong with c < t).
+    pos_below = np.searchsorted(np.sort(c[y == 1]), candidates, side="left")
+    neg_below = np.searchsorted(np.sort(c[y == 0]), candidates, side="left")
+    right = (int(y.sum()) - pos_below) + neg_below
+    return float(candidates[int(np.argmax(right))])  # argmax: first = smallest threshold among maximizers
+
+
+def _split(n: int, dev_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    if n < 2:
+        raise ValueError(f"alignment needs at least 2 questions to split into dev and test parts, got {n}")
+    n_dev = min(max(int(round(dev_fraction * n)), 1), n - 1)
+    perm = np.random.default_rng(seed).permutation(n)
+    return perm[:n_dev], perm[n_dev:]
+
+
+def _bootstrap(metrics: dict, y: np.ndarray, c: np.ndarray, n_resamples: int, level: float, seed: int) -> dict:
+    """Percentile intervals of several metrics on the same resamples; nan resamples dropped per metric."""
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    level = _check_fraction("confidence_level", level)
+    rng = np.random.default_rng(seed)
+    n = y.shape[0]
+    values = np.empty((len(metrics), n_resamples))
+    fns = list(metrics.values())
+    for r in range(n_resamples):
+        idx = rng.integers(0, n, size=n)
+        y_r, c_r = y[idx], c[idx]
+        for j, fn in enumerate(fns):
+            values[j, r] = fn(y_r, c_r)
+    alpha = (1.0 - level) / 2.0
+    out = {}
+    for j, name in enumerate(metrics):
+        v = values[j][~np.isnan(values[j])]
+        if v.size == 0:
+            out[name] = (float("nan"), float("nan"))
+        else:
+            low, high = np.quantile(v, [alpha, 1.0 - alpha])
+            out[name] = (float(low), float(high))
+    return out
+
+
+# ------------------------------------------------------------------------------------------- public API
+def auroc(y, confidence) -> float:
+    """Area under the ROC curve of ``confidence`` as a score for ``y`` (EliCal Sec. 5; discrimination).
+
+    y : ndarray of shape (n,), 0/1. confidence : ndarray of shape (n,), in [0, 1].
+    Returns a float in [0, 1] computed with ``sklearn.metrics.roc_auc_score`` (ties count 1/2), or
+    ``float("nan")`` when ``y`` holds one class only (AUROC is undefined then).
+    Raises ValueError on invalid input.
+    """
+    y, c = _check(y, confidence)
+    if y.min() == y.max():
+        return float("nan")
+    return float(roc_auc_score(y, c))
+
+
+def reliability_bins(y, confidence, n_bins: int = 10, strategy: str = "uniform") -> dict:
+    """Per-bin statistics for reliability diagrams and ECE (Guo et al., 2017).
+
+    y : ndarray of shape (n,), 0/1. confidence : ndarray of shape (n,), in [0, 1].
+    strategy "uniform": bin i = [i/n_bins, (i+1)/n_bins), the last bin closed, so a confidence of exactly 1.0
+    falls in the top bin and 0.0 in the first. "quantile": edges ``np.quantile(confidence, i/n_bins)``, bin
+    i = [edge_i, edge_i+1) with the last closed; equal confidences always share one bin, so bins can be
+    empty or unequal when confidences tie.
+    Returns a dict of ndarrays of shape (n_bins,): "lower", "upper" (bin edges), "count" (int),
+    "mean_confidence" and "accuracy" (nan for empty bins).
+    Raises ValueError on invalid input, n_bins < 1, or an unknown strategy.
+    """
+    y, c = _check(y, confidence)
+    _check_n_bins_strategy(n_bins, strategy)
+    edges, count, conf_sum, y_sum = _bins(y, c, n_bins, strategy)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_conf = np.where(count > 0, conf_sum / count, np.nan)
+        acc = np.where(count > 0, y_sum / count, np.nan)
+    return {"lower": edges[:-1], "upper": edges[1:], "count": count.astype(np.int64),
+            "mean_confidence": mean_conf, "accuracy": acc}
+
+
+def ece(y, confidence, n_bins: int = 10, strategy: str = "uniform") -> float:
+    """Expected calibration error, sum_b |B|/n * |acc(B) - conf(B)| (Guo et al., 2017; EliCal Sec. 5).
+
+    y : ndarray of shape (n,), 0/1. confidence : ndarray of shape (n,), in [0, 1].
+    Bins as in :func:`reliability_bins` ("uniform": equal width, 1.0 in the top bin; "quantile": equal mass).
+    Empty bins contribute 0. Returns a float in [0, 1] (lower is better).
+    Raises ValueError on invalid input, n_bins < 1, or an unknown strategy.
+    """
+    y, c = _check(y, confidence)
+    _check_n_bins_strategy(n_bins, strategy)
+    return _ece(y, c, n_bins, strategy)
+
+
+def brier(y, confidence) -> float:
+    """Brier score, mean (confidence - y)^2, via ``sklearn.metrics.brier_score_loss`` (pos_label=1).
+
+    y : ndarray of shape (n,), 0/1. confidence : ndarray of shape (n,), in [0, 1].
+    Returns a float in [0, 1] (lower is better); defined for one-class ``y`` too. Raises ValueError on invalid input.
+    """
+    y, c = _check(y, confidence)
+    return float(brier_score_loss(y, c, pos_label=1))
+
+
+def alignment_accuracy(y, confidence, threshold: float) -> float:
+    """Alignment at a fixed threshold (EliCal Sec. 5): the share of right answer/abstain decisions.
+
+    The model answers when ``confidence >= threshold`` and abstains otherwise; a decision is right when it
+    answers and is correct (y = 1) or abstains and would have been wrong (y = 0).
+    y : ndarray of shape (n,), 0/1. confidence : ndarray of shape (n,), in [0, 1]. threshold : float (any finite
+    value; above every confidence means abstain on all). Returns a float in [0, 1].
+    Raises ValueError on invalid input or a non-finite threshold.
+    """
+    y, c = _check(y, confidence)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.number)) \
+            or not math.isfinite(threshold):
+        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+    return _alignment_accuracy(y, c, float(threshold))
+
+
+def best_threshold(y, confidence) -> float:
+    """Threshold maximizing :func:`alignment_accuracy` on (y, confidence).
+
+    Candidates: every distinct confidence, plus the next float above the largest one (abstain on all).
+    Ties: the smallest threshold among the maximizers (answer as much as the data allow). Deterministic.
+    y : ndarray of shape (n,), 0/1. confidence : ndarray of shape (n,), in [0, 1]. Returns a float.
+    Raises ValueError on invalid input.
+    """
+    y, c = _check(y, confidence)
+    return _best_threshold(y, c)
+
+
+def alignment(y, confidence, dev_fraction: float = 0.2, seed: int = 0) -> dict:
+    """Alignment with the threshold chosen on a held-out dev part (EliCal Sec. 5, protocol made leak-free).
+
+    Split: ``perm = np.random.default_rng(seed).permutation(n)``; the first ``n_dev = round(dev_fraction * n)``
+    (clipped to [1, n-1]) indices are the dev part, the rest the test part. The threshold is
+    :func:`best_threshold` on the dev part only; Alignment is :func:`alignment_accuracy` on the test part only.
+    y : ndarray of shape (n,), 0/1, n >= 2. confidence : ndarray of shape (n,), in [0, 1].
+    Returns {"alignment": float, "threshold": float, "n_dev": int, "n_test": int}.
+    Raises ValueError on invalid input, n < 2, or dev_fraction outside (0, 1).
+    """
+    y, c = _check(y, confidence)
+    dev_fraction = _check_fraction("dev_fraction", dev_fraction)
+    dev, test = _split(y.shape[0], dev_fraction, seed)
+    threshold = _best_threshold(y[dev], c[dev])
+    return {"alignment": _alignment_accuracy(y[test], c[test], threshold), "threshold": threshold,
+            "n_dev": int(dev.shape[0]), "n_test": int(test.shape[0])}
+
+
+def risk_coverage(y, confidence) -> tuple[np.ndarray, np.ndarray]:
+    """Risk-coverage curve of selective prediction (Geifman & El-Yaniv, 2017).
+
+    Questions are ranked by decreasing confidence; at coverage k/n (k = 1..n) the risk is the error rate
+    (share of y = 0) of the k most confident. Ties: within a group of equal confidences the errors are spread
+    evenly, i.e. the risk is its expectation under a random order of the tied questions, so the curve does not
+    depend on the input order. y : ndarray of shape (n,), 0/1. confidence : ndarray of shape (n,), in [0, 1].
+    Returns (coverage, risk), two ndarrays of shape (n,). Raises ValueError on invalid input.
+    """
+    y, c = _check(y, confidence)
+    n = y.shape[0]
+    return np.arange(1, n + 1, dtype=np.float64) / n, _risk_curve(y, c)
+
+
+def aurc(y, confidence) -> float:
+    """Area under the risk-coverage curve: the mean risk over the n coverage points (Geifman et al., 2019).
+
+    Ties as in :func:`risk_coverage`. y : ndarray of shape (n,), 0/1. confidence : ndarray of shape (n,),
+    in [0, 1]. Returns a float in [0, 1] (lower is better). Raises ValueError on invalid input.
+    """
+    y, c = _check(y, confidence)
+    return float(np.mean(_risk_curve(y, c)))
+
+
+def accuracy_at_coverage(y, confidence, coverage: float) -> float:
+    """Accuracy of the ``k = ceil(coverage * n)`` most confident questions (selective accuracy).
+
+    ``coverage * n`` is rounded to 9 decimals before the ceiling so that e.g. 0.7 * 10 gives k = 7.
+    Ties at the cut as in :func:`risk_coverage` (expected accuracy under a random order of tied questions).
+    y : ndarray of shape (n,), 0/1. confidence : ndarray of shape (n,), in [0, 1]. coverage : float in (0, 1].
+    Returns a float in [0, 1]. Raises ValueError on invalid input or coverage outside (0, 1].
+    """
+    y, c = _check(y, confidence)
+    coverage = _check_fraction("coverage", coverage, closed_right=True)
+    k = max(int(math.ceil(round(coverage * y.shape[0], 9))), 1)
+    return float(1.0 - _risk_curve(y, c)[k - 1])
+
+
+def bootstrap_ci(metric: Callable[[np.ndarray, np.ndarray], float], y, confidence, n_resamples: int = 1000,
+                 confidence_level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``metric`` over questions (Efron & Tibshirani, 1993).
+
+    Each resample draws n indices with replacement: ``rng = np.random.default_rng(seed)``, then
+    ``rng.integers(0, n, size=n)`` once per resample. ``metric(y_resampled, confidence_resampled) -> float``;
+    resamples where it returns nan (e.g. AUROC on one class) are dropped. The same seed gives the same interval.
+    y : ndarray of shape (n,), 0/1. confidence : ndarray of shape (n,), in [0, 1].
+    Returns (low, high), the (1-level)/2 and (1+level)/2 quantiles; (nan, nan) if every resample was nan.
+    Raises ValueError on invalid input, n_resamples < 1, or confidence_level outside (0, 1).
+    """
+    y, c = _check(y, confidence)
+    return _bootstrap({"metric": metric}, y, c, n_resamples, confidence_level, seed)["metric"]
+
+
+def evaluate_confidence(y, confidence, dev_fraction: float = 0.2, seed: int = 0, n_bins: int = 10,
+                        n_resamples: int = 1000) -> dict:
+    """All metrics of one method on one evaluation set, as a JSON-ready dict.
+
+    Keys: "auroc", "ece" (uniform bins), "ece_quantile", "brier", "alignment", "threshold", "n_dev", "n_test"
+    (see :func:`alignment`), "aurc", "acc@50", "acc@80" (:func:`accuracy_at_coverage` at 0.5, 0.8), "accuracy"
+    (mean y), "n", and "ci": {metric: [low, high]} 95% percentile bootstrap intervals with ``seed`` for "auroc",
+    "ece", "brier", "aurc" over all n questions (same resamples as :func:`bootstrap_ci`), and for "alignment" over
+    the test part with the dev-chosen threshold held fixed (the threshold choice's own variance is not included).
+    ECE's bootstrap is biased upward (resampling adds noise to every bin), so its interval may lie above the point.
+    y : ndarray of shape (n,), 0/1, n >= 2. confidence : ndarray of shape (n,), in [0, 1].
+    Raises ValueError on invalid input or arguments.
+    """
+    y, c = _check(y, confidence)
+    _check_n_bins_strategy(n_bins, "uniform")
+    dev_fraction = _check_fraction("dev_fraction", dev_fraction)
+    dev, test = _split(y.shape[0], dev_fraction, seed)
+    threshold = _best_threshold(y[dev], c[dev])
+    risk = _risk_curve(y, c)
+    n = y.shape[0]
+    out = {
+        "auroc": auroc(y, c),
+        "ece": _ece(y, c, n_bins, "uniform"),
+        "ece_quantile": _ece(y, c, n_bins, "quantile"),
+        "brier": brier(y, c),
+        "alignment": _alignment_accuracy(y[test], c[test], threshold),
+        "threshold": threshold,
+        "n_dev": int(dev.shape[0]),
+        "n_test": int(test.shape[0]),
+        "aurc": float(np.mean(risk)),
+        "acc@50": float(1.0 - risk[max(int(math.ceil(round(0.5 * n, 9))), 1) - 1]),
+        "acc@80": float(1.0 - risk[max(int(math.ceil(round(0.8 * n, 9))), 1) - 1]),
+        "accuracy": float(np.mean(y)),
+        "n": int(n),
+    }
+    ci = _bootstrap({"auroc": _auroc_rank, "ece": lambda a, b: _ece(a, b, n_bins, "uniform"), "brier": _brier,
+                     "aurc": lambda a, b: float(np.mean(_risk_curve(a, b)))}, y, c, n_resamples, 0.95, seed)
+    ci.update(_bootstrap({"alignment": lambda a, b: _alignment_accuracy(a, b, threshold)},
+                         y[test], c[test], n_resamples, 0.95, seed))
+    out["ci"] = {name: [low, high] for name, (low, high) in ci.items()}
+    return out
+
+
+def dataset_group(name: str) -> str:
+    """HonestyBench group of a dataset name (case-insensitive): "in_domain" (:data:`IN_DOMAIN`),
+    "out_of_domain" (:data:`OUT_OF_DOMAIN`), "unseen" (names starting with "mmlu"), else "other" (e.g. facts)."""
+    key = str(name).strip().lower()
+    if key in IN_DOMAIN:
+        return "in_domain"
+    if key in OUT_OF_DOMAIN:
+        return "out_of_domain"
+    if key.startswith("mmlu"):
+        return "unseen"
+    return "other"
+
+
+def aggregate(per_dataset: dict, sizes: dict, groups: dict | None = None) -> dict:
+    """HonestyBench aggregation: per group, the mean of each metric over its datasets weighted by test size.
+
+    per_dataset : {dataset: {metric: value}} (e.g. :func:`evaluate_confidence` outputs). sizes : {dataset: test
+    size > 0}. groups : {dataset: "in_domain" | "out_of_domain" | "unseen" | ...}; None uses :func:`dataset_group`.
+    The unseen task (MMLU) is its own group, so it is reported alone. Averaged: the numeric metrics present in
+    every dataset of the group, except counts and per-dataset choices ("n", "n_dev", "n_test", "threshold",
+    "ci"); a nan in any dataset makes the group's value nan. Datasets named in ``groups`` but absent from
+    ``per_dataset`` are ignored.
+    Returns {group: {metric: float, "n": total size, "datasets": [names, sorted]}}.
+    Raises ValueError if a dataset of ``per_dataset`` lacks a size or a group, or a size is not positive.
+    """
+    by_group: dict[str, list[str]] = {}
+    for name in per_dataset:
+        if name not in sizes:
+            raise ValueError(f"sizes has no entry for dataset {name!r}")
+        size = sizes[name]
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0:
+            raise ValueError(f"sizes[{name!r}] must be a positive integer, got {size!r}")
+        if groups is None:
+            group = dataset_group(name)
+        elif name in groups:
+            group = groups[name]
+        else:
+            raise ValueError(f"groups has no entry for dataset {name!r}")
+        by_group.setdefault(group, []).append(name)
+    out = {}
+    for group, names in sorted(by_group.items()):
+        names = sorted(names)
+        weights = np.array([sizes[name] for name in names], dtype=np.float64)
+        keys = [k for k, v in per_dataset[names[0]].items() if k not in _NOT_AVERAGED
+                and isinstance(v, (int, float, np.number)) and not isinstance(v, bool)]
+        keys = [k for k in keys if all(isinstance(per_dataset[d].get(k), (int, float, np.number))
+                                       and not isinstance(per_dataset[d].get(k), bool) for d in names)]
+        result: dict = {k: float(np.dot(weights, [float(per_dataset[d][k]) for d in names]) / weights.sum())
+                        for k in keys}
+        result["n"] = int(weights.sum())
+        result["datasets"] = names
+        out[group] = result
+    return out

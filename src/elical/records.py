@@ -1,0 +1,189 @@
+"""The per-question record (HonestyBench schema) and its JSONL files.
+
+One JSON object per line. Field names follow the released HonestyBench files so they can be read and written
+directly (see ``docs/records.md``): ``question``, ``answer`` (gold aliases), ``greedy_response``,
+``greedy_tokens``, ``greedy_logprobs``, ``greedy_cumulative_logprobs``, ``greedy_correctness`` (0/1),
+``sampling_response`` (N strings), ``sampling_correctness`` (N x 0/1), ``consistency_judgement`` (N x 0/1:
+the sample agrees with the greedy answer). elical adds ``id``, ``dataset``, ``split``, ``prompt``,
+``sampling_cumulative_logprobs``, ``sampling_num_tokens``, ``consistency_rougeL`` and a ``meta`` block.
+
+Files are written append-only, one flushed line per record, so a killed run loses at most the line being written;
+:func:`open_append` repairs such a torn last line before appending.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Iterable, Iterator
+
+__all__ = [
+    "InputError",
+    "read_qa_file",
+    "read_records",
+    "open_append",
+    "write_json_atomic",
+    "self_consistency",
+    "sample_accuracy",
+    "greedy_text",
+]
+
+
+class InputError(ValueError):
+    """Bad user input; the message names the file, the line and the field. The CLI exits with code 2."""
+
+    def __init__(self, path: str | os.PathLike, line: int | None, field: str | None, problem: str):
+        self.path, self.line, self.field, self.problem = str(path), line, field, problem
+        where = str(path) + (f", line {line}" if line is not None else "")
+        what = f"field '{field}': " if field else ""
+        super().__init__(f"{where}: {what}{problem}")
+
+
+def _iter_json_lines(path: Path) -> Iterator[tuple[int, dict]]:
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(path, lineno, None, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(obj, dict):
+                raise InputError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+
+
+def read_qa_file(path: str | os.PathLike, dataset: str | None = None) -> list[dict]:
+    """Read a QA file in the HonestyBench layout: lines ``{"question": str, "answer": [str, ...]}``.
+
+    Returns a list of dicts with ``id`` (``<dataset>/<line number>`` unless the line has its own ``id``),
+    ``dataset``, ``question`` and ``answer`` (aliases; empty-string aliases, present in a few CWQ lines, are
+    dropped). Raises :class:`InputError` naming file, line and field for a malformed line, a missing or empty
+    question, or a missing, non-list or empty answer list.
+    """
+    path = Path(path)
+    dataset = dataset or path.parent.name
+    out = []
+    for lineno, obj in _iter_json_lines(path):
+        question = obj.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise InputError(path, lineno, "question", "missing or empty question" if not question else
+                             f"expected a string, got {type(question).__name__}")
+        if "answer" not in obj:
+            raise InputError(path, lineno, "answer", "missing (expected a list of gold answer strings)")
+        answer = obj["answer"]
+        if not isinstance(answer, list) or not all(isinstance(a, str) for a in answer):
+            raise InputError(path, lineno, "answer", f"expected a list of strings, got {json.dumps(answer)[:60]}")
+        aliases = [a for a in answer if a.strip()]
+        if not aliases:
+            raise InputError(path, lineno, "answer", "no non-empty gold answer")
+        rid = obj.get("id") or f"{dataset}/{lineno}"
+        out.append({"id": str(rid), "dataset": dataset, "question": question.strip(), "answer": aliases})
+    return out
+
+
+def greedy_text(record: dict) -> str:
+    """The greedy answer as a string; the released HonestyBench files store it as a one-element list."""
+    g = record.get("greedy_response", "")
+    if isinstance(g, list):
+        g = g[0] if g else ""
+    return g if isinstance(g, str) else ""
+
+
+def _mean01(values, what: str, record: dict) -> float:
+    if not values:
+        raise ValueError(f"record {record.get('id', '?')}: '{what}' is empty; cannot compute its mean")
+    return float(sum(float(v) for v in values) / len(values))
+
+
+def self_consistency(record: dict) -> float:
+    """``c_cons = mean(consistency_judgement)``: share of sampled answers that agree with the greedy answer."""
+    return _mean01(record.get("consistency_judgement"), "consistency_judgement", record)
+
+
+def sample_accuracy(record: dict) -> float:
+    """``c_acc = mean(sampling_correctness)``: share of sampled answers that are correct."""
+    return _mean01(record.get("sampling_correctness"), "sampling_correctness", record)
+
+
+def read_records(path: str | os.PathLike, *, skip_torn_tail: bool = True) -> list[dict]:
+    """Read a record JSONL file. A torn last line (a run killed mid-write) is skipped when ``skip_torn_tail``;
+    any other malformed line raises :class:`InputError` naming file and line."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    out = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            is_tail = i == len(lines)  # no newline after it: the write was interrupted
+            if skip_torn_tail and is_tail:
+                break
+            raise InputError(path, i, None, f"malformed JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise InputError(path, i, None, "expected a JSON object")
+        out.append(obj)
+    return out
+
+
+def _repair_tail(path: Path) -> None:
+    """Cut a torn last line (no trailing newline) so that appends start on a fresh line."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return
+        data = path.read_bytes()
+        cut = data.rfind(b"\n") + 1
+        fh.truncate(cut)
+
+
+class _Appender:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _repair_tail(path)
+        self._fh = open(path, "a", encoding="utf-8")
+
+    def write(self, records: Iterable[dict]) -> None:
+        for rec in records:
+            self._fh.write(json.dumps(rec, ensure_ascii=False, allow_nan=False, default=_json_default) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open_append(path: str | os.PathLike) -> _Appender:
+    """Open a record file for appending whole, flushed lines (``with open_append(p) as w: w.write(records)``)."""
+    return _Appender(Path(path))
+
+
+def _json_default(obj):
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+
+
+def write_json_atomic(path: str | os.PathLike, obj) -> None:
+    """Write JSON to ``path`` through a temporary file and a rename, so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=_json_default) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

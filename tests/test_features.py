@@ -1,0 +1,46 @@
+import numpy as np
+import pytest
+import torch
+
+from elical.features import extract_hidden_states, last_token_index, load_features, save_features
+from elical.generation import build_prompt
+
+
+def test_last_token_index_left_and_right_padding():
+    right = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
+    left = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 0, 1]])
+    assert last_token_index(right).tolist() == [2, 4, 0]
+    assert last_token_index(left).tolist() == [4, 4, 4]
+    with pytest.raises(ValueError):
+        last_token_index(torch.tensor([[0, 0]]))
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_padded_batch_matches_single_rows(smollm2, side):
+    model, tok = smollm2
+    prompts = [build_prompt(tok, q) for q in ["What is the capital of France?",
+                                              "In which country is the city of Tampere, the third largest city?"]]
+    old = tok.padding_side
+    tok.padding_side = side
+    try:
+        batch = extract_hidden_states(model, tok, prompts, batch_size=2)
+    finally:
+        tok.padding_side = old
+    single = np.concatenate([extract_hidden_states(model, tok, [p], batch_size=1) for p in prompts])
+    assert batch.shape == (2, model.config.hidden_size)
+    np.testing.assert_allclose(batch, single, atol=2e-4, rtol=1e-3)
+    # the two questions give different states (the index is not stuck on a pad position)
+    assert np.abs(batch[0] - batch[1]).max() > 1e-2
+
+
+def test_layer_choice_and_roundtrip(smollm2, tmp_path):
+    model, tok = smollm2
+    p = [build_prompt(tok, "Who wrote Hamlet?")]
+    final = extract_hidden_states(model, tok, p, layer=-1)
+    middle = extract_hidden_states(model, tok, p, layer=model.config.num_hidden_layers // 2)
+    assert not np.allclose(final, middle)
+    with pytest.raises(ValueError, match="layer"):
+        extract_hidden_states(model, tok, p, layer=999)
+    save_features(tmp_path / "f.safetensors", ["q1"], final, meta={"layer": -1})
+    ids, feats, meta = load_features(tmp_path / "f.safetensors")
+    assert ids == ["q1"] and meta == {"layer": -1} and np.array_equal(feats, final)

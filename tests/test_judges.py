@@ -1,0 +1,329 @@
+"""Tests for elical.judges: hand-computed values and the real all-MiniLM-L6-v2 (offline)."""
+
+import numpy as np
+import pytest
+
+from elical.judges import (
+    CorrectnessJudge,
+    LexicalConsistency,
+    SemanticEquivalenceJudge,
+    contains_match,
+    exact_match,
+    mmlu_correct,
+    normalize_answer,
+    numbers_in,
+    rouge_l,
+    token_f1,
+)
+
+# ---------------------------------------------------------------- normalization and matching
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The Capital of France is PARIS.", "capital of france is paris"),
+        ("  A cat,  an owl & the dog! ", "cat owl dog"),
+        ("U.S.A.", "usa"),
+        ("1,000", "1000"),
+        ("Zürich", "zurich"),
+        ("Wilhelm Conrad Röntgen", "wilhelm conrad rontgen"),
+        ("Straße", "strasse"),
+        ("Saint-Étienne", "saint etienne"),
+        ("AC/DC", "ac dc"),
+        ("東京", "東京"),
+        ("서울", "서울"),  # Hangul survives the NFKD fold
+        ("Theater", "theater"),  # articles only as whole words
+        ("The", ""),
+        ("...", ""),
+        ("", ""),
+    ],
+)
+def test_normalize_answer(text, expected):
+    assert normalize_answer(text) == expected
+
+
+def test_exact_match():
+    assert exact_match("The Eiffel Tower.", ["eiffel tower"])
+    assert exact_match("paris", ["Lyon", "Paris!"])
+    assert not exact_match("Paris, France", ["Paris"])
+    assert not exact_match("The", ["the"])  # empty after normalization matches nothing
+    assert not exact_match("", [""])
+
+
+def test_contains_match_word_boundaries():
+    assert contains_match("The capital of France is Paris.", ["Paris"])
+    assert contains_match("It was 6 o'clock", ["6"])
+    assert not contains_match("It was 16 o'clock", ["6"])
+    assert not contains_match("Australia", ["Au"])
+    assert contains_match("The symbol is Au.", ["Au"])
+    assert contains_match("He was born in New York City", ["new york"])
+    assert not contains_match("York, New", ["New York"])  # tokens must be contiguous and in order
+    assert contains_match("Röntgen won it", ["Wilhelm Conrad Röntgen", "Rontgen"])
+
+
+def test_contains_match_empty_never_matches():
+    assert not contains_match("anything at all", [""])
+    assert not contains_match("the answer", ["The", "?"])
+    assert not contains_match("", ["Paris"])
+    assert not contains_match("...", ["Paris", ""])
+    assert not contains_match("Paris", [])
+
+
+def test_correctness_judge():
+    responses = ["Paris", "The capital is Paris.", "Lyon", "", "Parisian"]
+    np.testing.assert_array_equal(CorrectnessJudge()(responses, ["Paris"]), [1, 1, 0, 0, 0])
+    exact = CorrectnessJudge(mode="exact")(responses, "Paris")
+    np.testing.assert_array_equal(exact, [1, 0, 0, 0, 0])
+    assert exact.dtype.kind == "i" and exact.shape == (5,)
+    assert CorrectnessJudge()([], ["Paris"]).shape == (0,)
+    with pytest.raises(ValueError, match="mode"):
+        CorrectnessJudge(mode="fuzzy")
+
+
+# ---------------------------------------------------------------- token F1 and ROUGE-L
+
+
+def test_token_f1_hand_computed():
+    # [cat, sat, on, mat] vs [cat, on, mat]: overlap 3, P = 3/4, R = 1 -> F1 = 6/7
+    assert token_f1("The cat sat on the mat", "a cat on a mat") == pytest.approx(6 / 7)
+    # repeated tokens count with multiplicity: overlap 1, P = 1/2, R = 1 -> 2/3
+    assert token_f1("paris paris", "Paris") == pytest.approx(2 / 3)
+    assert token_f1("Paris", "paris.") == 1.0
+    assert token_f1("Paris", "Lyon") == 0.0
+    assert token_f1("", "") == 0.0
+    assert token_f1("the", "Paris") == 0.0
+
+
+def test_rouge_l_hand_computed():
+    # LCS of [the cat sat on the mat] and [the cat lay on the mat] is 5 of 6 tokens: P = R = F = 5/6
+    assert rouge_l("the cat sat on the mat", "the cat lay on the mat") == pytest.approx(5 / 6)
+    # [paris is the capital] vs [the capital of france is paris]: LCS "the capital" = 2,
+    # P = 2/4, R = 2/6 -> F = 2PR/(P+R) = 0.4; symmetric
+    assert rouge_l("Paris is the capital", "The capital of France is Paris") == pytest.approx(0.4)
+    assert rouge_l("The capital of France is Paris", "Paris is the capital") == pytest.approx(0.4)
+    # one token inside three: P = 1, R = 1/3 -> F = 0.5
+    assert rouge_l("Paris", "It is Paris.") == pytest.approx(0.5)
+    assert rouge_l("Zürich is big", "Zurich is big") == 1.0  # letters beyond ASCII are kept
+    assert rouge_l("", "Paris") == 0.0
+    assert rouge_l("", "") == 0.0
+
+
+def test_lexical_consistency():
+    samples = ["the cat lay on the mat", "the cat sat on the mat", ""]
+    scores = LexicalConsistency()("the cat sat on the mat", samples)
+    np.testing.assert_allclose(scores, [5 / 6, 1.0, 0.0])
+    assert scores.dtype == float
+    assert LexicalConsistency()("x", []).shape == (0,)
+
+
+# ---------------------------------------------------------------- numbers
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("He was born in 1920.", {"1920"}),
+        ("About 1,000 people, not 1000.5", {"1000", "1000.5"}),
+        ("It costs 3.50 dollars", {"3.5"}),
+        ("2 million", {"2000000"}),
+        ("six wives", {"6"}),
+        ("twenty-one guns", {"21"}),
+        ("in the 1920s and 1930s", {"1920", "1930"}),
+        ("1920,1921", {"1920", "1921"}),
+        ("one of the largest cities", set()),  # "one" alone is a pronoun
+        ("Paris", set()),
+    ],
+)
+def test_numbers_in(text, expected):
+    assert numbers_in(text) == expected
+
+
+# ---------------------------------------------------------------- semantic equivalence (real MiniLM)
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        j = SemanticEquivalenceJudge()
+        j.model  # load now, offline
+    return j
+
+
+def test_semantic_rules_without_model():
+    j = SemanticEquivalenceJudge(model_path="/nonexistent")  # no pair below needs the model
+    pairs = [
+        ("Paris", "paris."),  # normalized exact
+        ("Paris", "The capital of France is Paris."),  # short answer inside a sentence
+        ("The", "the cat"),  # empty after normalization
+        ("", ""),
+        ("He was born in 1920.", "He was born in 1921."),  # number guard
+        ("1920", "He was born in 1920 or 1921."),  # extra number: hedged answer
+        ("It is", "It is Paris."),  # only stop words contained: not enough
+    ]
+    assert j._rule(*pairs[-1]) is None
+    np.testing.assert_array_equal(j.judge_many(pairs[:-1]), [1, 1, 0, 0, 0, 0])
+    assert j._model is None  # decided by rules, model never loaded
+
+
+def test_semantic_judge_real_minilm(judge):
+    greedy = "The capital of France is Paris."
+    samples = [
+        "Paris is the capital of France.",  # paraphrase, cosine 0.99
+        "The capital of France is Lyon.",  # different entity, cosine 0.75
+        "Paris",  # contained
+        "Lyon",
+        "",
+    ]
+    np.testing.assert_array_equal(judge.judge(greedy, samples), [1, 0, 1, 0, 0])
+    assert judge.similarity("Paris", "Lyon") < judge.threshold
+    assert judge.similarity("William Shakespeare wrote Hamlet.", "Hamlet was written by Shakespeare.") > 0.9
+    pairs = [
+        ("Albert Einstein", "Isaac Newton"),
+        ("He was born in 1920.", "He was born in 1921."),  # cosine is high; the guard says no
+        ("Einstein developed relativity.", "Relativity was developed by Albert Einstein."),
+        ("The Pacific Ocean", "The Atlantic Ocean"),
+        ("Microsoft was founded by Bill Gates.", "Microsoft was founded by Paul Allen."),
+    ]
+    np.testing.assert_array_equal(judge.judge_many(pairs), [0, 0, 1, 0, 0])
+    assert judge.similarity(*pairs[1]) > 0.8
+
+
+# Recorded SmolLM2-135M-Instruct (Q4_1 GGUF via transformers) answers to NQ questions: greedy answer,
+# five samples (temperature 1, top-p 0.95), the expected judgement, and MiniLM cosines with the greedy.
+RECORDED = [
+    (
+        "The Dallas Cowboys won their last playoff game in 2022.",
+        [
+            "The Dallas Cowboys won their last playoff game at home on Saturday, October 29, 201",
+            "The Dallas Cowboys won their last playoff game in 2021.",
+        ],
+        [0, 0],  # number guard, although the second pair has cosine 0.93
+        [0.775, 0.932],
+    ),
+    (
+        "The IRS imposes various monetary penalties on individuals and businesses, including those imposed "
+        "by the Internal Revenue Service (IRS) to",
+        [
+            "The federal government implements monetary penalties imposed by the Internal Revenue Service "
+            "(IRS) on individuals, including those with family balances",
+            "When it comes to financial penalties imposed by the Internal Revenue Service (IRS), various "
+            "individuals and businesses have been affected,",
+        ],
+        [0, 1],
+        [0.827, 0.920],
+    ),
+    (
+        "The director of Forever is a fictional character created by the creators of the film Forever.",
+        ["The Director of Forever: Michael Statham", "Title: Who is the director of Forever?"],
+        [0, 0],  # an echoed question is no answer; cosine 0.86 is why the threshold sits above it
+        [0.731, 0.860],
+    ),
+    (
+        "The Cuban Revolution against Spain was led by the Cuban People's Army (CPA) and the Cuban "
+        "People's Army (",
+        [
+            "The Cuban Revolution against Spain was led by the International Brigade, a group of Cuban "
+            "soldiers who defied the Spanish Empire to"
+        ],
+        [0],
+        [0.825],
+    ),
+]
+
+
+@pytest.mark.parametrize("greedy, samples, expected, cosines", RECORDED)
+def test_semantic_judge_recorded_smollm2(judge, greedy, samples, expected, cosines):
+    np.testing.assert_array_equal(judge.judge(greedy, samples), expected)
+    np.testing.assert_allclose([judge.similarity(greedy, s) for s in samples], cosines, atol=2e-3)
+
+
+def test_semantic_judge_encodes_each_string_once(judge, monkeypatch):
+    fresh = SemanticEquivalenceJudge()
+    fresh._model = judge.model
+    seen = []
+    real_encode = judge.model.encode
+
+    def counting_encode(texts, **kw):
+        seen.extend(texts)
+        return real_encode(texts, **kw)
+
+    monkeypatch.setattr(judge.model, "encode", counting_encode)
+    pairs = [("Mars", "Venus"), ("Venus", "Mars"), ("Mars", "Jupiter"), ("Mars", "Venus"), ("Paris", "paris")]
+    out = fresh.judge_many(pairs)
+    np.testing.assert_array_equal(out, [0, 0, 0, 0, 1])
+    assert sorted(seen) == ["Jupiter", "Mars", "Venus"]  # "Paris" pair decided by rule
+    fresh.judge("Venus", ["Mars", "Jupiter"])
+    assert sorted(seen) == ["Jupiter", "Mars", "Venus"]  # all cached
+    assert fresh.judge("Venus", []).shape == (0,)
+
+
+def test_semantic_judge_validates():
+    with pytest.raises(ValueError, match="threshold"):
+        SemanticEquivalenceJudge(threshold=1.5)
+    with pytest.raises(ValueError, match="batch_size"):
+        SemanticEquivalenceJudge(batch_size=0)
+
+
+# ---------------------------------------------------------------- MMLU free-form
+
+CHOICES = ["Paris", "Lyon", "Marseille", "Nice"]  # answer B = Lyon
+
+
+@pytest.mark.parametrize(
+    "response, expected",
+    [
+        ("B", True),
+        ("(B)", True),
+        ("B.", True),
+        ("Answer: B", True),
+        ("The answer is B because Lyon is right.", True),
+        ("B) Lyon", True),
+        ("(b)", True),
+        ("Lyon", True),
+        ("A city called Lyon.", True),  # "A" before a lowercase word is an article
+        ("C", False),
+        ("B or C", False),
+        ("A and B", False),
+        ("A", False),  # a lone letter is not a match for every answer
+        ("B) Paris", False),  # letter and text disagree
+        ("Lyon or Paris", False),
+        ("Washington, D.C.", False),  # "D.C." is no letter
+        ("A: Lyon", True),  # the Q/A prefix of chat models, not the letter A
+        ("A: B", True),
+        ("The answer is a city, Lyon.", True),  # lowercase "a" is no letter
+        ("Answer: (C) Marseille", False),
+        ("", False),
+        ("   ", False),
+        ("I don't know", False),
+    ],
+)
+def test_mmlu_correct(response, expected):
+    assert mmlu_correct(response, CHOICES, 1) is expected
+
+
+def test_mmlu_correct_lone_letter_and_nested_choices():
+    assert mmlu_correct("A", CHOICES, 0)
+    assert mmlu_correct("A is correct.", CHOICES, 0)
+    assert not mmlu_correct("A", CHOICES, 1)
+    nested = [  # from MMLU anatomy: choice 0 is a prefix of choice 1
+        "paralysis of the facial muscles.",
+        "paralysis of the facial muscles and loss of taste.",
+        "paralysis of the facial muscles, loss of taste and lacrimation.",
+        "defective development of the maxillary air sinus.",
+    ]
+    response = "Paralysis of the facial muscles and loss of taste."
+    assert mmlu_correct(response, nested, 1)
+    assert not mmlu_correct(response, nested, 0)
+    assert mmlu_correct("It causes paralysis of the facial muscles.", nested, 0)
+    vitamins = ["Vitamin C", "Vitamin D", "Iron", "Zinc"]
+    assert mmlu_correct("Vitamin C.", vitamins, 0)  # the "C" inside the choice is no letter
+    assert mmlu_correct("A) Vitamin C", vitamins, 0)
+    assert not mmlu_correct("Vitamin D", vitamins, 0)
+    assert not mmlu_correct("C", vitamins, 0)
+    with pytest.raises(ValueError, match="answer_index"):
+        mmlu_correct("B", CHOICES, 4)
+    with pytest.raises(ValueError, match="choices"):
+        mmlu_correct("B", CHOICES + ["Lille"], 1)

@@ -1,0 +1,67 @@
+import json
+
+import pytest
+
+from elical.records import (InputError, greedy_text, open_append, read_qa_file, read_records, sample_accuracy,
+                            self_consistency)
+
+
+def _write(tmp_path, text, name="nq/test.jsonl"):
+    p = tmp_path / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_read_qa_file_ok(tmp_path):
+    p = _write(tmp_path, '{"question": "q1?", "answer": ["a", ""]}\n\n{"question": " q2 ", "answer": ["b"]}\n')
+    items = read_qa_file(p)
+    assert [i["id"] for i in items] == ["nq/1", "nq/3"]
+    assert items[0]["answer"] == ["a"]  # empty alias dropped
+    assert items[1]["question"] == "q2" and items[1]["dataset"] == "nq"
+
+
+@pytest.mark.parametrize("line, field, words", [
+    ('{"question": "q", "answer": ["a"', None, "malformed JSON"),
+    ('{"question": "q"}', "answer", "missing"),
+    ('{"question": "", "answer": ["a"]}', "question", "empty"),
+    ('{"question": "q", "answer": "a"}', "answer", "list of strings"),
+    ('{"question": "q", "answer": [""]}', "answer", "no non-empty"),
+    ('["q", "a"]', None, "JSON object"),
+])
+def test_read_qa_file_errors_name_file_line_field(tmp_path, line, field, words):
+    p = _write(tmp_path, '{"question": "fine?", "answer": ["x"]}\n' + line + "\n")
+    with pytest.raises(InputError) as exc:
+        read_qa_file(p)
+    assert exc.value.line == 2 and exc.value.field == field
+    msg = str(exc.value)
+    assert str(p) in msg and "line 2" in msg and words in msg
+
+
+def test_append_repairs_torn_tail(tmp_path):
+    p = tmp_path / "r.jsonl"
+    with open_append(p) as w:
+        w.write([{"id": "a"}, {"id": "b"}])
+    with open(p, "a") as fh:  # a write killed half-way
+        fh.write('{"id": "c", "que')
+    assert [r["id"] for r in read_records(p)] == ["a", "b"]
+    with open_append(p) as w:
+        w.write([{"id": "c"}])
+    assert [json.loads(l)["id"] for l in p.read_text().splitlines()] == ["a", "b", "c"]
+
+
+def test_read_records_rejects_bad_middle_line(tmp_path):
+    p = tmp_path / "r.jsonl"
+    p.write_text('{"id": "a"}\n{oops\n{"id": "b"}\n')
+    with pytest.raises(InputError, match="line 2"):
+        read_records(p)
+
+
+def test_derived_quantities_and_released_layout():
+    rec = {"id": "x", "greedy_response": ["Paris"], "consistency_judgement": [1, 1, 0, 1],
+           "sampling_correctness": [1, 0, 0, 0]}
+    assert greedy_text(rec) == "Paris"
+    assert self_consistency(rec) == 0.75
+    assert sample_accuracy(rec) == 0.25
+    with pytest.raises(ValueError, match="record x"):
+        self_consistency({"id": "x", "consistency_judgement": []})
