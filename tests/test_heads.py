@@ -13,7 +13,7 @@ from sklearn.base import clone
 from elical.heads import (
     MIN_SAMPLES_FOR_VALIDATION,
     ProbeHead,
-    _holdout,
+    holdout_split,
     fit_cal_only,
     fit_eli_only,
     fit_elical,
@@ -80,7 +80,7 @@ def test_linear_on_hidden_state_like_features(pool):
     assert mse(pred, c_cons[700:]) < mse(np.full(200, c_cons[:700].mean()), c_cons[700:]) / 2
     assert 0.0 <= pred.min() and pred.max() <= 1.0
     # The standardisation is stored and the caller's features are untouched.
-    np.testing.assert_allclose(head.mean_, X[:700][_holdout(700, 0.2, 0)[0]].astype(np.float64).mean(0), rtol=1e-5)
+    np.testing.assert_allclose(head.mean_, X[:700][holdout_split(700, 0.2, 0)[0]].astype(np.float64).mean(0), rtol=1e-5)
     assert head.mean_.shape == head.scale_.shape == (64,) and head.n_features_in_ == 64
 
 
@@ -196,11 +196,11 @@ def test_fit_elical_validation_inside_k(pool):
     eli = fit_eli_only(X[:800], c_cons[:800], learning_rate=1e-2, random_state=1)
     rng = np.random.default_rng(12)
     X_k, y_k = X[800:850], rng.binomial(10, p[800:850]) / 10
-    cal = fit_elical(eli, X_k, y_k, learning_rate=1e-2, random_state=2)
+    cal = fit_elical(eli, X_k, y_k, learning_rate=1e-2, random_state=2, validation="holdout")
     vals = [v for _, _, v in cal.history_]
     assert len(cal.history_) == cal.n_epochs_ + 1 and None not in vals
     # The validation MSE is measured on the seeded held-out 10 of the k = 50 questions, and nowhere else.
-    _, val_idx = _holdout(50, 0.2, 2)
+    _, val_idx = holdout_split(50, 0.2, 2)
     assert len(val_idx) == 10
     assert mse(cal.predict(X_k[val_idx]), y_k[val_idx]) == pytest.approx(cal.best_val_loss_, rel=1e-4, abs=1e-7)
     assert vals[0] == pytest.approx(mse(eli.predict(X_k[val_idx]), y_k[val_idx]), rel=1e-4, abs=1e-7)
@@ -218,10 +218,26 @@ def test_fit_elical_with_k5_has_no_early_stopping(pool):
 def test_fit_cal_only_uses_k_standardisation(pool):
     X, p, _, _ = pool
     y_k = (p[:60] > 0.5).astype(float)
-    cal = fit_cal_only(X[:60], y_k, learning_rate=1e-2, random_state=4)
-    train_idx, _ = _holdout(60, 0.2, 4)
+    cal = fit_cal_only(X[:60], y_k, learning_rate=1e-2, random_state=4, validation="holdout")
+    train_idx, _ = holdout_split(60, 0.2, 4)
     np.testing.assert_allclose(cal.mean_, X[train_idx].astype(np.float64).mean(0), rtol=1e-5)
     assert cal.predict(X[:60]).shape == (60,)
+
+
+def test_cross_validation_inside_k_then_trains_on_all_k(pool):
+    X, p, c_cons, _ = pool
+    y_k = (p[:60] > 0.5).astype(float)
+    cal = fit_cal_only(X[:60], y_k, learning_rate=1e-2, random_state=4)  # default for stage 2: "cv"
+    # all k labels train the final head (standardisation over the whole k), for the folds' median epoch count
+    np.testing.assert_allclose(cal.mean_, X[:60].astype(np.float64).mean(0), rtol=1e-5)
+    assert len(cal.cv_best_epochs_) == 5
+    assert cal.n_epochs_ == int(np.median(cal.cv_best_epochs_)) and cal.best_val_loss_ is None
+    eli = fit_eli_only(X[:800], c_cons[:800], learning_rate=1e-2, random_state=1)
+    a = fit_elical(eli, X[800:850], y_k[:50], learning_rate=1e-2, random_state=2)
+    b = fit_elical(eli, X[800:850], y_k[:50], learning_rate=1e-2, random_state=2)
+    np.testing.assert_array_equal(a.predict(X[:20]), b.predict(X[:20]))
+    if a.n_epochs_ == 0:  # CV found no gain over stage 1: stage-1 weights are kept
+        np.testing.assert_allclose(a.predict(X[:20]), eli.predict(X[:20]))
 
 
 @pytest.mark.parametrize(

@@ -327,3 +327,139 @@ def test_mmlu_correct_lone_letter_and_nested_choices():
         mmlu_correct("B", CHOICES, 4)
     with pytest.raises(ValueError, match="choices"):
         mmlu_correct("B", CHOICES + ["Lille"], 1)
+
+
+# ---------------------------------------------------------------- registry, lexical equivalence, bad input
+
+from elical.judges import (  # noqa: E402
+    JUDGE_NAMES,
+    AliasCorrectnessJudge,
+    LexicalEquivalenceJudge,
+    make_correctness_judge,
+    make_equivalence_judge,
+)
+
+LEXICAL_PAIRS = [
+    ("Paris", "paris."),  # F1 1, ROUGE-L 1
+    ("Paris", "The capital is Paris."),  # token F1: [paris] in [capital is paris]: 2(1)(1/3)/(4/3) = 0.5
+    ("the cat sat on the mat", "the cat lay on the mat"),  # F1: [cat sat on mat] vs [cat lay on mat] = 0.75
+    ("It is", "It is Paris."),  # contained but only stop words
+    ("Paris", "Lyon"),
+    ("...", "?!"),
+    ("", "Paris"),
+]
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("exact", [1, 0, 0, 0, 0, 0, 0]),
+        ("contains", [1, 1, 0, 0, 0, 0, 0]),
+        ("token-f1", [1, 1, 1, 1, 0, 0, 0]),  # "it is" vs "it is paris": P 1, R 2/3 -> F1 0.8
+        ("rouge-l", [1, 0, 1, 1, 0, 0, 0]),  # ROUGE-L keeps "the": [paris] in 4 tokens -> F 0.4
+    ],
+)
+def test_lexical_equivalence_judges(name, expected):
+    judge = make_equivalence_judge(name)
+    assert judge.name == name
+    np.testing.assert_array_equal(judge.judge_many(LEXICAL_PAIRS), expected)
+    np.testing.assert_array_equal(judge.judge("Paris", ["paris", "Lyon"]), [1, 0])
+    assert judge.judge_many([]).shape == (0,)
+
+
+def test_lexical_thresholds_hand_computed():
+    f1 = LexicalEquivalenceJudge("token-f1")
+    assert f1.threshold == 0.5
+    assert f1.score("the cat sat on the mat", "the cat lay on the mat") == pytest.approx(0.75)
+    assert f1.score("Paris", "The capital is Paris.") == pytest.approx(0.5)
+    strict = make_equivalence_judge("token-f1", threshold=0.6)
+    np.testing.assert_array_equal(strict.judge_many(LEXICAL_PAIRS[:3]), [1, 0, 1])
+    rl = make_equivalence_judge("rouge-l", threshold=0.85)
+    assert rl.score(*LEXICAL_PAIRS[2]) == pytest.approx(5 / 6)
+    np.testing.assert_array_equal(rl.judge_many(LEXICAL_PAIRS[:3]), [1, 0, 0])
+    with pytest.raises(ValueError, match="threshold"):
+        LexicalEquivalenceJudge("exact", threshold=0.5)
+    with pytest.raises(ValueError, match="threshold"):
+        LexicalEquivalenceJudge("rouge-l", threshold=0.0)
+
+
+def test_registry_names_and_errors():
+    assert JUDGE_NAMES == ("exact", "contains", "token-f1", "rouge-l", "embedding", "nli", "llm")
+    with pytest.raises(ValueError, match="unknown judge 'bleu'.*exact, contains"):
+        make_equivalence_judge("bleu")
+    with pytest.raises(ValueError, match="unknown judge"):
+        make_correctness_judge("bleu")
+    with pytest.raises(TypeError):
+        make_equivalence_judge("exact", threshold=0.5, model_path="x")
+    assert isinstance(make_equivalence_judge("embedding", threshold=0.9), SemanticEquivalenceJudge)
+    assert make_equivalence_judge("embedding", threshold=0.9).threshold == 0.9
+    with pytest.raises(ValueError, match="model_path"):
+        make_equivalence_judge("nli")
+    with pytest.raises(TypeError):
+        make_equivalence_judge("llm")  # needs a completion backend
+
+
+def test_correctness_registry():
+    responses = ["The capital of France is Paris.", "Paris", "Lyon", "", "...", "City of Paris"]
+    aliases = ["Paris", "", "City of Paris"]
+    expected = {
+        "contains": [1, 1, 0, 0, 0, 1],
+        "exact": [0, 1, 0, 0, 0, 1],
+        # [capital of france is paris] vs [city of paris]: overlap 2, P 2/5, R 2/3 -> F1 0.5 (vs [paris]: 1/3)
+        "token-f1": [1, 1, 0, 0, 0, 1],
+        # ROUGE-L keeps "the": best is [city of paris] in [the capital of france is paris], LCS 2: P 1/3, R 2/3
+        # -> F 4/9 < 0.5
+        "rouge-l": [0, 1, 0, 0, 0, 1],
+    }
+    for name, want in expected.items():
+        judge = make_correctness_judge(name)
+        np.testing.assert_array_equal(judge(responses, aliases), want, err_msg=name)
+        np.testing.assert_array_equal(judge.judge_many([(r, aliases) for r in responses]), want, err_msg=name)
+    assert isinstance(make_correctness_judge("token-f1"), AliasCorrectnessJudge)
+    assert make_correctness_judge("contains").judge_many([("Paris", "Paris")]).tolist() == [1]  # bare alias
+
+
+def test_alias_correctness_batches_one_call():
+    calls = []
+
+    class Recorder:
+        name = "rec"
+
+        def judge_many(self, pairs, questions=None):
+            calls.append((list(pairs), questions))
+            return np.array([int(a == b) for a, b in pairs])
+
+    judge = AliasCorrectnessJudge(Recorder())
+    out = judge.judge_many([("x", ["y", "x"]), ("z", ["", "..."]), ("y", ["y"])], ["q1", "q2", "q3"])
+    np.testing.assert_array_equal(out, [1, 0, 1])
+    assert calls == [([("x", "y"), ("x", "x"), ("y", "y")], ["q1", "q1", "q3"])]  # empty aliases skipped
+
+
+@pytest.mark.parametrize("name", ["exact", "contains", "token-f1", "rouge-l"])
+def test_bad_input_is_defined_or_rejected_at_the_boundary(name):
+    judge = make_equivalence_judge(name)
+    odd = [("", ""), ("...", "..."), ("?!", "Paris"), ("   ", " "), ("The", "the"), ("—", "–")]
+    np.testing.assert_array_equal(judge.judge_many(odd), np.zeros(len(odd), dtype=int))
+    with pytest.raises(TypeError, match=r"pairs\[1\]\[1\] must be str"):
+        judge.judge_many([("a cat", "a dog"), ("a cat", None)])
+    with pytest.raises(TypeError, match=r"pairs\[0\] must be a pair"):
+        judge.judge_many(["Paris"])
+    with pytest.raises(TypeError, match=r"pairs\[0\]\[1\]\[1\] must be str, got NoneType"):
+        make_correctness_judge(name).judge_many([("Paris", ["Paris", None])])
+    with pytest.raises(TypeError, match=r"pairs\[0\]\[0\] must be str, got int"):
+        make_correctness_judge(name)([3], ["3"])
+
+
+def test_semantic_judge_bad_input_without_model():
+    j = SemanticEquivalenceJudge(model_path="/nonexistent")
+    np.testing.assert_array_equal(j.judge_many([("", ""), ("...", "?"), ("!!", "Paris")], ["q"] * 3), [0, 0, 0])
+    with pytest.raises(TypeError, match=r"pairs\[0\]\[0\]"):
+        j.judge_many([(3, "Paris")])
+    assert j._model is None
+
+
+def test_embedding_correctness_real_minilm(judge):
+    corr = make_correctness_judge("embedding")
+    corr.equivalence._model = judge.model
+    out = corr(["The capital of France is Paris.", "Lyon", "Paris is the capital.", ""], ["Paris", "City of Paris"])
+    np.testing.assert_array_equal(out, [1, 0, 1, 0])

@@ -9,7 +9,7 @@ from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from elical.metrics import (
-    IN_DOMAIN, OUT_OF_DOMAIN, accuracy_at_coverage, aggregate, alignment, alignment_accuracy, aurc, auroc,
+    CI_METRICS, IN_DOMAIN, OUT_OF_DOMAIN, accuracy_at_coverage, aggregate, alignment, alignment_accuracy, aurc, auroc,
     best_threshold, bootstrap_ci, brier, dataset_group, ece, evaluate_confidence, reliability_bins, risk_coverage,
 )
 from elical.metrics import _auroc_rank
@@ -206,14 +206,60 @@ def test_evaluate_confidence_consistent_and_fast():
     assert res["acc@50"] == pytest.approx(accuracy_at_coverage(y, c, 0.5))
     assert res["acc@80"] == pytest.approx(accuracy_at_coverage(y, c, 0.8))
     assert res["accuracy"] == pytest.approx(y.mean()) and res["n"] == 1000
-    assert set(res["ci"]) == {"auroc", "ece", "brier", "aurc", "alignment"}
-    small = evaluate_confidence(y, c, seed=2, n_resamples=200)  # same resamples as bootstrap_ci
-    for name, fn in (("auroc", auroc), ("ece", ece), ("brier", brier), ("aurc", aurc)):
-        np.testing.assert_allclose(small["ci"][name], bootstrap_ci(fn, y, c, n_resamples=200, seed=2), atol=1e-12)
+    assert (res["n_bins"], res["n_resamples"], res["ci_level"]) == (10, 1000, 0.95)
+    assert res["strategy"] == {"ece": "uniform", "ece_quantile": "quantile"}
+    assert set(res["ci"]) == set(CI_METRICS) == {"auroc", "ece", "ece_quantile", "brier", "alignment", "aurc",
+                                                 "acc@50", "acc@80"}
     # not ECE: its bootstrap is biased upward for a well-calibrated score, the point can sit below the interval
-    for name in ("auroc", "brier", "aurc", "alignment"):
+    for name in ("auroc", "brier", "aurc", "alignment", "acc@50", "acc@80"):
         low, high = res["ci"][name]
         assert low <= res[name] <= high
+    assert evaluate_confidence(y, c, seed=2) == res  # seeded
+    assert evaluate_confidence(y, c, seed=3)["ci"] != res["ci"]
+
+
+def _loop_metrics(n_bins):
+    return {"auroc": auroc, "ece": lambda a, b: ece(a, b, n_bins), "brier": brier, "aurc": aurc,
+            "ece_quantile": lambda a, b: ece(a, b, n_bins, strategy="quantile"),
+            "acc@50": lambda a, b: accuracy_at_coverage(a, b, 0.5),
+            "acc@80": lambda a, b: accuracy_at_coverage(a, b, 0.8)}
+
+
+@pytest.mark.parametrize("n, rounded, n_bins", [(200, False, 10), (57, True, 10), (31, True, 7)])
+def test_evaluate_confidence_intervals_equal_bootstrap_ci(n, rounded, n_bins):
+    # The vectorized bootstrap must give exactly the intervals of bootstrap_ci's per-resample loop on the public
+    # functions, including ties (rounded confidences), tiny one-class resamples (n = 31) and chunking.
+    y, c = _random(n=n, seed=n, rounded=rounded)
+    res = evaluate_confidence(y, c, seed=4, n_bins=n_bins, n_resamples=150)
+    for name, fn in _loop_metrics(n_bins).items():
+        np.testing.assert_allclose(res["ci"][name], bootstrap_ci(fn, y, c, n_resamples=150, seed=4), atol=1e-12,
+                                   err_msg=name)
+    split = alignment(y, c, seed=4)
+    perm = np.random.default_rng(4).permutation(n)
+    test = perm[split["n_dev"]:]
+    np.testing.assert_allclose(
+        res["ci"]["alignment"],
+        bootstrap_ci(lambda a, b: alignment_accuracy(a, b, split["threshold"]), y[test], c[test], 150, seed=4))
+
+
+def test_evaluate_confidence_chunked_resamples_match(monkeypatch):
+    import elical.metrics as m
+    y, c = _random(n=90, seed=8, rounded=True)
+    whole = evaluate_confidence(y, c, n_resamples=64)
+    monkeypatch.setattr(m, "_CHUNK_ELEMENTS", 90 * 5)  # 5 resamples per chunk, the last chunk partial
+    assert evaluate_confidence(y, c, n_resamples=64) == whole
+
+
+def test_evaluate_confidence_one_class_and_constant():
+    res = evaluate_confidence([1, 1, 1, 1], [0.2, 0.9, 0.9, 0.5], n_resamples=50)
+    assert math.isnan(res["auroc"]) and all(math.isnan(v) for v in res["ci"]["auroc"])
+    assert res["brier"] == pytest.approx(brier_score_loss([1, 1, 1, 1], [0.2, 0.9, 0.9, 0.5]))
+    assert res["aurc"] == 0.0 and res["ci"]["aurc"] == [0.0, 0.0]
+    res = evaluate_confidence([1, 0, 1, 0, 0], [0.5] * 5, n_resamples=50)
+    assert res["ece"] == res["ece_quantile"] == pytest.approx(0.1)  # one bin: |0.4 - 0.5|
+    assert res["auroc"] == 0.5 and res["aurc"] == pytest.approx(0.6) and res["acc@50"] == pytest.approx(0.4)
+    # a confidence of exactly 1.0 counts in the top bin: ECE = (|1 - 1| + |0 - 0.05|) / 2
+    assert evaluate_confidence([1, 0], [1.0, 0.05], n_resamples=20)["ece"] == pytest.approx(0.025)
 
 
 def test_dataset_group():
@@ -236,6 +282,11 @@ def test_aggregate_weighted_by_size():
     assert out["out_of_domain"]["auroc"] == pytest.approx(0.7)
     assert out["unseen"] == {"auroc": pytest.approx(0.9), "ece": pytest.approx(0.05), "n": 10, "datasets": ["mmlu"]}
     assert aggregate(per, sizes) == out  # groups=None uses dataset_group
+    real = {d: evaluate_confidence(*_random(n=n, seed=n), n_resamples=20) for d, n in (("nq", 40), ("hq", 60))}
+    agg = aggregate(real, {"nq": 40, "hq": 60})["in_domain"]
+    assert set(agg) == {"auroc", "ece", "ece_quantile", "brier", "alignment", "aurc", "acc@50", "acc@80",
+                        "accuracy", "n", "datasets"}  # settings (n_bins, ci_level, ...) are not averaged
+    assert agg["brier"] == pytest.approx(0.4 * real["nq"]["brier"] + 0.6 * real["hq"]["brier"])
     with pytest.raises(ValueError, match="sizes"):
         aggregate(per, {"nq": 100}, None)
     with pytest.raises(ValueError, match="groups"):

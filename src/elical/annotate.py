@@ -26,19 +26,38 @@ class Annotator:
     array; ``semantic``: object with ``judge(greedy, samples) -> 0/1 array``.
     """
 
-    def __init__(self, correctness, lexical, semantic):
+    def __init__(self, correctness, lexical, semantic, names: dict | None = None):
         self.correctness, self.lexical, self.semantic = correctness, lexical, semantic
+        self.names = names or {}
 
     @classmethod
-    def default(cls, semantic_model: str | None = None) -> "Annotator":
-        from .judges import CorrectnessJudge, LexicalConsistency, SemanticEquivalenceJudge
+    def default(cls, semantic_model: str | None = None, *, correctness: str = "contains",
+                equivalence: str = "embedding", model=None, tokenizer=None) -> "Annotator":
+        """Judges by name (see :func:`elical.judges.make_equivalence_judge` / ``make_correctness_judge``).
 
-        return cls(CorrectnessJudge(mode="contains"), LexicalConsistency(),
-                   SemanticEquivalenceJudge(model_path=semantic_model))
+        ``semantic_model``: local model directory for the "embedding" (default: the packaged all-MiniLM-L6-v2) or
+        "nli" (required) judges. The "llm" judges use ``model``/``tokenizer`` (the run's own model, greedy)."""
+        from .judges import LexicalConsistency, make_correctness_judge, make_equivalence_judge
+
+        def kwargs(name: str) -> dict:
+            if name == "llm":
+                if model is None:
+                    raise ValueError("the llm judge needs the model and tokenizer")
+                from .llm_judge import TransformersCompletion
+
+                return {"complete": TransformersCompletion(model, tokenizer)}
+            if name in ("embedding", "nli") and semantic_model:
+                return {"model_path": semantic_model}
+            return {}
+
+        return cls(make_correctness_judge(correctness, **kwargs(correctness)), LexicalConsistency(),
+                   make_equivalence_judge(equivalence, **kwargs(equivalence)),
+                   names={"correctness": correctness, "equivalence": equivalence})
 
     def describe(self) -> dict:
         sem = self.semantic
-        return {"correctness": type(self.correctness).__name__ + f"({getattr(self.correctness, 'mode', '')})",
+        return {"correctness": self.names.get("correctness", type(self.correctness).__name__),
+                "equivalence": self.names.get("equivalence", type(sem).__name__),
                 "lexical_consistency": "ROUGE-L F1",
                 "semantic_consistency": type(sem).__name__ + f"(threshold={getattr(sem, 'threshold', None)})"}
 
@@ -52,12 +71,14 @@ def make_record(question: dict, prompt: str, gen: Generation, annotator: Annotat
     consistent = [int(v) for v in annotator.semantic.judge(gen.greedy_response, samples)] if samples else []
     rouge = [round(float(v), 6) for v in annotator.lexical(gen.greedy_response, samples)] if samples else []
     g = asdict(gen)
-    return {
+    record = {
         "id": question["id"], "dataset": question["dataset"], "split": question.get("split", "test"),
         "question": question["question"], "answer": list(aliases), "prompt": prompt,
         "greedy_response": g["greedy_response"], "greedy_tokens": g["greedy_tokens"],
         "greedy_logprobs": [round(x, 6) for x in g["greedy_logprobs"]],
-        "greedy_cumulative_logprobs": round(float(np.sum(g["greedy_logprobs"])), 6),
+        # None when a backend returns an answer without log-probs (0.0 would read as probability 1)
+        "greedy_cumulative_logprobs": (round(float(np.sum(g["greedy_logprobs"])), 6)
+                                       if g["greedy_logprobs"] or not g["greedy_response"] else None),
         "greedy_correctness": greedy_ok,
         "sampling_response": samples,
         "sampling_cumulative_logprobs": [round(x, 6) for x in g["sampling_cumulative_logprobs"]],
@@ -67,6 +88,9 @@ def make_record(question: dict, prompt: str, gen: Generation, annotator: Annotat
         "consistency_rougeL": rouge,
         "meta": meta,
     }
+    # MMLU questions carry their choices (elical.mmlu); the released schema has no place for them otherwise.
+    record.update((k, question[k]) for k in ("choices", "answer_index", "subject") if k in question)
+    return record
 
 
 def annotate(questions: Sequence[dict], generator, annotator: Annotator, path: str | Path, *, seed: int,

@@ -40,8 +40,8 @@ def _positive(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="elical", description="Honesty alignment: EliCal and HonestyBench.")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="train and evaluate EliCal and its baselines end to end",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    judges = ["exact", "contains", "token-f1", "rouge-l", "embedding", "nli", "llm"]
+    r = sub.add_parser("run", help="train and evaluate EliCal and its baselines end to end")
     r.add_argument("--preset", choices=["smoke", "default"], default="default",
                    help="sizes: smoke (< 3 min on 2 cores, for tests) or default (< 15 min)")
     r.add_argument("--model", help="'smollm2-135m-instruct' (offline default), a local directory or a HF model id")
@@ -51,12 +51,19 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--n-eval", type=_positive, help="evaluation questions per dataset")
     r.add_argument("--n-samples", type=_positive, help="sampled answers per question (N)")
     r.add_argument("--k", type=_csv_ints, help="labelled-question counts for Cal-Only(k) and EliCal(k), e.g. 16,64")
-    r.add_argument("--head", choices=["linear", "mlp"], help="probe head on the frozen hidden state")
+    r.add_argument("--head", choices=["linear", "mlp", "lora"],
+                   help="probe head on the frozen hidden state, or the paper's LoRA + linear head (slow on a CPU)")
     r.add_argument("--layer", type=int, help="hidden layer to read (-1 = final)")
     r.add_argument("--batch-size", type=_positive, help="questions per generation batch")
     r.add_argument("--device", help="cpu, cuda, cuda:1, ...")
     r.add_argument("--seed", type=int, help="seed of question choice, sampling, label subsets and heads")
     r.add_argument("--output", help="run directory (default: runs/<preset>-<time>)")
+    r.add_argument("--correctness-judge", choices=judges, help="correctness of an answer against the gold aliases")
+    r.add_argument("--equivalence-judge", choices=judges, help="a sample's agreement with the greedy answer")
+    r.add_argument("--judge-model", help="local model directory for the embedding or nli judge")
+    r.add_argument("--no-model-estimators", dest="model_estimators", action="store_false", default=None,
+                   help="skip Verbal-0, Verbal-k and P(True), which query the model again")
+    r.add_argument("--build-dir", help="reuse the records and hidden states of an `elical build` directory")
     r.add_argument("--resume", action="store_true", help="continue an existing run directory with the same config")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     for module in _SUBCOMMAND_MODULES:
@@ -83,7 +90,9 @@ def _config_from_args(args):
         "datasets": tuple(d.strip() for d in args.datasets.split(",") if d.strip()) if args.datasets else None,
         "n_train": args.n_train, "n_eval": args.n_eval, "n_samples": args.n_samples, "k_values": args.k,
         "head": args.head, "layer": args.layer, "batch_size": args.batch_size, "device": args.device,
-        "seed": args.seed,
+        "seed": args.seed, "correctness_judge": args.correctness_judge,
+        "equivalence_judge": args.equivalence_judge, "semantic_model": args.judge_model,
+        "model_estimators": args.model_estimators, "build_dir": os.path.abspath(args.build_dir) if args.build_dir else None,
     }
     return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -98,7 +107,7 @@ def main(argv=None) -> int:
         if getattr(args, "handler", None) is not None:
             return int(args.handler(args) or 0)
         if args.command == "run":
-            from .pipeline import format_table, run
+            from .pipeline import format_table, headline_methods, run
 
             cfg = _config_from_args(args)
             out = args.output or os.path.join("runs", f"{cfg.preset}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -108,7 +117,7 @@ def main(argv=None) -> int:
             for name, table in results["results"].items():
                 title = (f"{name}: {s['eval']} eval questions, pool {s['train_pool']}, "
                          f"greedy accuracy {s['eval_accuracy']:.1%}" if name == "all" else name)
-                print(format_table(table, title))
+                print(format_table(table, title, methods=headline_methods(table)))
             print(f"wall time {results['timings']['total_s']:.0f} s; results in {out}/results.json")
     except InputError as exc:
         print(f"elical: error: {exc}", file=sys.stderr)

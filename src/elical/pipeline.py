@@ -42,6 +42,10 @@ class RunConfig:
     seed: int = 0
     device: str = "cpu"
     semantic_model: str | None = None
+    correctness_judge: str = "contains"
+    equivalence_judge: str = "embedding"
+    build_dir: str | None = None
+    model_estimators: bool = True
     dev_fraction: float = 0.2
     n_bootstrap: int = 1000
 
@@ -97,46 +101,76 @@ def _stage_features(run_dir: Path, records: list[dict], model, tok, cfg: RunConf
         saved_ids, feats, _ = load_features(path)
         if saved_ids == ids:
             return feats
-    feats = extract_hidden_states(model, tok, [r["prompt"] for r in records], layer=cfg.layer,
-                                  batch_size=cfg.batch_size, progress=True)
+    if cfg.build_dir:
+        from .build import reuse_features
+
+        feats = reuse_features(cfg.build_dir, records, model, tok, model_name=cfg.model, layer=cfg.layer,
+                               batch_size=cfg.batch_size, progress=True)
+    else:
+        feats = extract_hidden_states(model, tok, [r["prompt"] for r in records], layer=cfg.layer,
+                                      batch_size=cfg.batch_size, progress=True)
     save_features(path, ids, feats, meta={"model": cfg.model, "layer": cfg.layer, "token": "last prompt token"})
     return feats
 
 
-def _stage_heads(run_dir: Path, records: list[dict], feats: np.ndarray, cfg: RunConfig) -> dict[str, np.ndarray]:
+def _label_sets(n_pool: int, cfg: RunConfig) -> dict[int, np.ndarray]:
+    """The k labelled questions for every k: the first k of one seeded permutation of the pool (nested subsets,
+    shared by Cal-Only(k), EliCal(k) and the calibrated baselines)."""
+    order = np.random.default_rng(cfg.seed).permutation(n_pool)
+    return {k: order[:k] for k in sorted({min(k, n_pool) for k in cfg.k_values})}
+
+
+def _stage_heads(run_dir: Path, records: list[dict], feats: np.ndarray, cfg: RunConfig,
+                 model=None, tok=None) -> dict[str, np.ndarray]:
     """Fit Eli-Only, Cal-Only(k), EliCal(k) on the training pool; return each method's confidence on the eval set.
 
     Labels: the k labelled questions are the first k of one seeded permutation of the pool (nested subsets,
     the same for Cal-Only and EliCal); their target is the sample accuracy c_acc. Stage 1 sees only
-    self-consistency. Evaluation labels are never read here."""
-    from .heads import fit_cal_only, fit_eli_only, fit_elical
+    self-consistency. Evaluation labels are never read here. ``cfg.head`` "linear"/"mlp": probe heads on the
+    frozen hidden states; "lora": the paper's LoRA + linear head on the model itself (needs ``model``/``tok``)."""
+    from .confidence import write_model_json
     from .records import sample_accuracy, self_consistency
 
-    train = np.array([r["split"] == "train" for r in records])
-    test = ~train
     pool = [r for r in records if r["split"] == "train"]
-    X_pool, X_test = feats[train], feats[test]
+    test = [r for r in records if r["split"] == "test"]
     c_cons = np.array([self_consistency(r) for r in pool])
     c_acc = np.array([sample_accuracy(r) for r in pool])
-    order = np.random.default_rng(cfg.seed).permutation(len(pool))
-    params = dict(kind=cfg.head, random_state=cfg.seed)
+    if cfg.head == "lora":
+        from .lora import LoRAConfig, fit_lora_cal_only, fit_lora_eli_only, fit_lora_elical
+
+        X_pool = [r["prompt"] for r in pool]
+        X_test = [r["prompt"] for r in test]
+        lcfg = LoRAConfig(random_state=cfg.seed)
+        fit_eli = lambda X, y: fit_lora_eli_only(model, tok, X, y, config=lcfg, base_model=cfg.model)  # noqa: E731
+        fit_cal = lambda X, y: fit_lora_cal_only(model, tok, X, y, config=lcfg, base_model=cfg.model)  # noqa: E731
+        fit_stage2 = lambda eli, X, y: fit_lora_elical(eli, X, y)  # noqa: E731
+        take = lambda X, idx: [X[i] for i in idx]  # noqa: E731
+    else:
+        from .heads import fit_cal_only, fit_eli_only, fit_elical
+
+        train = np.array([r["split"] == "train" for r in records])
+        X_pool, X_test = feats[train], feats[~train]
+        params = dict(kind=cfg.head, random_state=cfg.seed)
+        fit_eli = lambda X, y: fit_eli_only(X, y, **params)  # noqa: E731
+        fit_cal = lambda X, y: fit_cal_only(X, y, **params)  # noqa: E731
+        fit_stage2 = lambda eli, X, y: fit_elical(eli, X, y, **params)  # noqa: E731
+        take = lambda X, idx: X[idx]  # noqa: E731
     preds = {}
-    eli = fit_eli_only(X_pool, c_cons, **params)
-    eli.save(run_dir / "heads" / "eli_only")
-    preds["Eli-Only"] = eli.predict(X_test)
-    ks = sorted({min(k, len(pool)) for k in cfg.k_values})
-    for k in ks:
-        idx = order[:k]
-        cal = fit_cal_only(X_pool[idx], c_acc[idx], **params)
-        eli_cal = fit_elical(eli, X_pool[idx], c_acc[idx], **params)
-        cal.save(run_dir / "heads" / f"cal_only_k{k}")
-        eli_cal.save(run_dir / "heads" / f"elical_k{k}")
-        preds[f"Cal-Only({k})"] = cal.predict(X_test)
-        preds[f"EliCal({k})"] = eli_cal.predict(X_test)
-    if len(pool) not in ks:
-        full = fit_cal_only(X_pool, c_acc, **params)
-        full.save(run_dir / "heads" / "cal_only_all")
-        preds[f"Cal-Only(all={len(pool)})"] = full.predict(X_test)
+
+    def keep(name: str, directory: str, head) -> None:
+        head.save(run_dir / "heads" / directory)
+        # what elical.confidence.ConfidenceModel needs to rebuild the features of a new question
+        write_model_json(run_dir / "heads" / directory, cfg.model, layer=cfg.layer)
+        preds[name] = head.predict(X_test)
+
+    eli = fit_eli(X_pool, c_cons)
+    keep("Eli-Only", "eli_only", eli)
+    label_sets = _label_sets(len(pool), cfg)
+    for k, idx in label_sets.items():
+        keep(f"Cal-Only({k})", f"cal_only_k{k}", fit_cal(take(X_pool, idx), c_acc[idx]))
+        keep(f"EliCal({k})", f"elical_k{k}", fit_stage2(eli, take(X_pool, idx), c_acc[idx]))
+    if len(pool) not in label_sets:
+        keep(f"Cal-Only(all={len(pool)})", "cal_only_all", fit_cal(X_pool, c_acc))
     return preds
 
 
@@ -163,14 +197,27 @@ def _stage_evaluate(run_dir: Path, test_records: list[dict], confidences: dict[s
     return results
 
 
-def format_table(results: dict, title: str = "") -> str:
-    """Markdown table, methods x (AUROC, ECE, Alignment, Brier), with 95 % bootstrap intervals for AUROC."""
+def _num(x) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def headline_methods(methods) -> list[str]:
+    """The rows of the printed table: every method but the post-hoc calibrated baselines, of which only
+    Consis-Sem's isotonic version is shown (all are in results.json and the report)."""
+    return [m for m in methods if "+" not in m or m.startswith("Consis-Sem+Isotonic")]
+
+
+def format_table(results: dict, title: str = "", methods=None) -> str:
+    """Markdown table, methods x (AUROC, ECE, Alignment, Brier), each with its 95 % bootstrap interval."""
     lines = [f"### {title}" if title else "", "", "| method | AUROC | ECE | Alignment | Brier |",
              "|---|---|---|---|---|"]
-    for method, m in results.items():
-        ci = m.get("ci", {}).get("auroc", [float("nan")] * 2)
-        lines.append(f"| {method} | {m['auroc']:.3f} [{ci[0]:.2f}, {ci[1]:.2f}] | {m['ece']:.3f} | "
-                     f"{m['alignment']:.3f} | {m['brier']:.3f} |")
+    for method in methods or results:
+        m = results[method]
+        cells = []
+        for key in ("auroc", "ece", "alignment", "brier"):
+            lo, hi = (_num(v) for v in m.get("ci", {}).get(key, [None, None]))
+            cells.append(f"{_num(m[key]):.3f} [{lo:.2f}, {hi:.2f}]")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines).strip() + "\n"
 
 
@@ -179,8 +226,9 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
 
     Raises InputError for bad input (missing dataset, malformed file, existing run directory)."""
     from .annotate import Annotator, annotate
+    from .calibration import calibrated_baselines
     from .data import load_questions, select_run_questions
-    from .estimators import ESTIMATORS
+    from .evaluate import model_estimates, record_estimates
     from .generation import DecodingConfig, TransformersGenerator
     from .models import load_model
 
@@ -191,31 +239,53 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     timings = {}
     model, tok = load_model(cfg.model, device=cfg.device)
     decoding = DecodingConfig(n_samples=cfg.n_samples, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
-    annotator = Annotator.default(cfg.semantic_model)
+    annotator = Annotator.default(cfg.semantic_model, correctness=cfg.correctness_judge,
+                                  equivalence=cfg.equivalence_judge, model=model, tokenizer=tok)
     meta = {"model": cfg.model, "seed": cfg.seed, "decoding": asdict(decoding), "judges": annotator.describe()}
+    if cfg.build_dir:
+        from .build import reuse_build
+
+        reuse_build(cfg.build_dir, questions, run_dir / "records" / "annotations.jsonl", meta=meta)
     records = annotate(questions, TransformersGenerator(model, tok, decoding), annotator,
                        run_dir / "records" / "annotations.jsonl", seed=cfg.seed, meta=meta, progress=progress)
     timings["generate_and_judge_s"] = time.time() - t0
     t1 = time.time()
     feats = _stage_features(run_dir, records, model, tok, cfg)
     timings["hidden_states_s"] = time.time() - t1
-    t1 = time.time()
-    confidences = {name: fn([r for r in records if r["split"] == "test"]) for name, fn in ESTIMATORS.items()}
-    confidences.update(_stage_heads(run_dir, records, feats, cfg))
-    timings["heads_s"] = time.time() - t1
+    pool = [r for r in records if r["split"] == "train"]
     test_records = [r for r in records if r["split"] == "test"]
+    t1 = time.time()
+    # Training-free estimators; semantic entropy clusters with the run's own equivalence judge.
+    confidences = record_estimates(test_records, equivalent=annotator.semantic)
+    estimator_info = {}
+    if cfg.model_estimators:
+        estimates = model_estimates(model, tok, test_records, pool, k=8, seed=cfg.seed, batch_size=cfg.batch_size,
+                                    progress=progress)
+        confidences.update({name: e.confidence for name, e in estimates.items()})
+        estimator_info = {name: e.info() for name, e in estimates.items()}
+    timings["estimators_s"] = time.time() - t1
+    t1 = time.time()
+    training_free = list(confidences)
+    confidences.update(_stage_heads(run_dir, records, feats, cfg, model, tok))
+    # Post-hoc calibrated baselines on the same k labels (greedy correctness of the k pool questions) as EliCal(k).
+    pool_scores = record_estimates(pool, equivalent=annotator.semantic)
+    confidences.update(calibrated_baselines(
+        pool_scores, {name: confidences[name] for name in pool_scores},
+        np.array([int(r["greedy_correctness"]) for r in pool]), _label_sets(len(pool), cfg)))
+    timings["heads_s"] = time.time() - t1
     metrics = _stage_evaluate(run_dir, test_records, confidences, cfg)
     timings["total_s"] = time.time() - t0
-    pool = [r for r in records if r["split"] == "train"]
     results = {
         "config": asdict(cfg), "versions": _versions(), "seed": cfg.seed, "timings": timings,
         "sizes": {"train_pool": len(pool), "eval": len(test_records),
                   "eval_accuracy": float(np.mean([r["greedy_correctness"] for r in test_records])),
                   "pool_accuracy": float(np.mean([r["greedy_correctness"] for r in pool]))},
+        "estimators": {"training_free": training_free, "model_based": estimator_info},
         "results": metrics,
     }
     write_json_atomic(run_dir / "results.json", results)
-    table = format_table(metrics["all"], f"{', '.join(cfg.datasets)}: {len(test_records)} eval questions, "
-                                         f"pool {len(pool)}, greedy accuracy {results['sizes']['eval_accuracy']:.1%}")
+    title = (f"{', '.join(cfg.datasets)}: {len(test_records)} eval questions, pool {len(pool)}, "
+             f"greedy accuracy {results['sizes']['eval_accuracy']:.1%}")
+    table = format_table(metrics["all"], title, methods=headline_methods(metrics["all"]))
     (run_dir / "table.md").write_text(table, encoding="utf-8")
     return results

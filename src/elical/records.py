@@ -180,10 +180,25 @@ def _json_default(obj):
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
 
 
+def _strict(obj):
+    """NaN and infinities become null, so that strict JSON readers accept the file."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict(v) for v in obj]
+    if hasattr(obj, "tolist"):
+        return _strict(obj.tolist())
+    return obj
+
+
 def write_json_atomic(path: str | os.PathLike, obj) -> None:
-    """Write JSON to ``path`` through a temporary file and a rename, so a reader never sees half a file."""
+    """Write strict JSON (NaN -> null) to ``path`` through a temporary file and a rename, so a reader never sees
+    half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=_json_default) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(_strict(obj), indent=2, ensure_ascii=False, allow_nan=False, default=_json_default)
+                   + "\n", encoding="utf-8")
     os.replace(tmp, path)
