@@ -93,4 +93,4 @@ def test_build_mmlu_with_the_real_model(smollm2, shared_data, tmp_path):
         assert "\nA. " in r["prompt"] and "\nD. " in r["prompt"]
         assert r["greedy_correctness"] == int(mmlu_correct(r["greedy_response"], choices, index))
         assert r["sampling_correctness"] == [int(mmlu_correct(s, choices, index)) for s in r["sampling_response"]]
-        assert r["meta"]["judges"]["correctness"] == "MMLUCorrectness(mmlu_correct)"
+        assert r["meta"]["judges"]["correctness"] == "mmlu_correct"

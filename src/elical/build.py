@@ -240,7 +240,7 @@ def build(cfg: BuildConfig, out: str | Path, shard: tuple[int, int] | None = Non
     decoding = DecodingConfig(n_samples=cfg.n_samples, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
     generator = TransformersGenerator(model, tokenizer, decoding)
     qa = Annotator.default(cfg.semantic_model)
-    mc = Annotator(MMLUCorrectness(), qa.lexical, qa.semantic)
+    mc = Annotator(MMLUCorrectness(), qa.lexical, qa.semantic, names={**qa.names, "correctness": "mmlu_correct"})
     for u, qs, ids, rpath, fpath, entry in todo:
         annotator = mc if u.dataset == "mmlu" else qa
         meta = {"model": cfg.model, "seed": cfg.seed, "decoding": asdict(decoding), "judges": annotator.describe()}
