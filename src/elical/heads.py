@@ -113,7 +113,9 @@ class ProbeHead(BaseEstimator):
     learning_rate, weight_decay : float
         AdamW step size (peak, after warm-up) and decoupled weight decay (paper: 0.1).
     batch_size : int
-        Mini-batch size; every epoch is one full shuffled pass. For large pools use ~1024 (fewer, cheaper steps).
+        Mini-batch size, capped at ceil(n / 8) so an epoch has at least ~8 steps; every epoch is one full shuffled
+        pass. For large pools use ~1024 (fewer, cheaper steps). A fresh head's output bias starts at the log-odds
+        of the mean target.
     max_epochs : int
         Upper bound on epochs (0 returns the initial weights: random, or ``init``'s).
     patience : int
@@ -260,7 +262,7 @@ class ProbeHead(BaseEstimator):
         elif X_val is None and enough:
             train_idx, val_idx = holdout_split(X.shape[0], self.validation_fraction, self.random_state)
             X_val, y_val, X, y = X[val_idx], y[val_idx], X[train_idx], y[train_idx]
-        net, mean, scale = self._start(X, init, generator)
+        net, mean, scale = self._start(X, init, generator, y)
         val = None if X_val is None else (_standardize(X_val, mean, scale), y_val)
         if epochs is None:
             epochs = self.max_epochs if val is not None else min(self.max_epochs, self.epochs_without_validation)
@@ -270,12 +272,18 @@ class ProbeHead(BaseEstimator):
         self.best_val_loss_ = None if val is None else history[best_epoch][2]
         return self
 
-    def _start(self, X, init, generator):
+    def _start(self, X, init, generator, y=None):
         """Starting network and standardisation: a copy of ``init``'s, or fresh ones fitted on ``X``."""
         if init is not None:
             return copy.deepcopy(init.module_), init.mean_.copy(), init.scale_.copy()
         scaler = StandardScaler().fit(X)
         net = _build_net(self.kind, X.shape[1], self.hidden_size, generator)
+        if y is not None:
+            # Start the output at the targets' mean (its log-odds as the last bias): with few steps per epoch a
+            # head started near 0.5 stops early far from a low base rate, which shows up as a large ECE.
+            p = float(np.clip(np.mean(y), 1e-3, 1 - 1e-3))
+            with torch.no_grad():
+                net[-1].bias.fill_(math.log(p / (1 - p)))
         return net, scaler.mean_.astype(np.float64), scaler.scale_.astype(np.float64)
 
     def _cv_epochs(self, X, y, init) -> int:
@@ -286,7 +294,7 @@ class ProbeHead(BaseEstimator):
         best = []
         for i, (tr, va) in enumerate(folds.split(X)):
             gen = torch.Generator().manual_seed(int(self.random_state) + 1 + i)
-            net, mean, scale = self._start(X[tr], init, gen)
+            net, mean, scale = self._start(X[tr], init, gen, y[tr])
             _, best_epoch = self._train(net, _standardize(X[tr], mean, scale), y[tr],
                                         (_standardize(X[va], mean, scale), y[va]), self.max_epochs, gen)
             best.append(best_epoch)
@@ -296,7 +304,10 @@ class ProbeHead(BaseEstimator):
     def _train(self, net, Xs, y, val, epochs, generator) -> tuple[list, int]:
         """AdamW with linear warm-up, full shuffled passes, early stopping; leaves the kept weights in ``net``."""
         n_train = Xs.shape[0]
-        warmup_steps = math.ceil(self.warmup_ratio * epochs * math.ceil(n_train / self.batch_size))
+        # At least ~8 steps per epoch: a small pool in one or two batches barely moves per epoch and early
+        # stopping then ends training long before convergence.
+        batch_size = max(1, min(self.batch_size, math.ceil(n_train / 8)))
+        warmup_steps = math.ceil(self.warmup_ratio * epochs * math.ceil(n_train / batch_size))
         optimizer = torch.optim.AdamW(net.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0)
@@ -314,8 +325,8 @@ class ProbeHead(BaseEstimator):
         for epoch in range(1, epochs + 1):
             order = torch.randperm(n_train, generator=generator).numpy()
             total = 0.0
-            for start in range(0, n_train, self.batch_size):
-                idx = order[start:start + self.batch_size]
+            for start in range(0, n_train, batch_size):
+                idx = order[start:start + batch_size]
                 # Gathered in numpy (torch's threaded copies crawl on a busy 2-core machine), shared without a copy.
                 loss = torch.nn.functional.mse_loss(_confidence(net, torch.from_numpy(Xs[idx])),
                                                     torch.from_numpy(y[idx]))

@@ -116,8 +116,11 @@ def _stage_features(run_dir: Path, records: list[dict], model, tok, cfg: RunConf
 def _label_sets(n_pool: int, cfg: RunConfig) -> dict[int, np.ndarray]:
     """The k labelled questions for every k: the first k of one seeded permutation of the pool (nested subsets,
     shared by Cal-Only(k), EliCal(k) and the calibrated baselines)."""
-    order = np.random.default_rng(cfg.seed).permutation(n_pool)
-    return {k: order[:k] for k in sorted({min(k, n_pool) for k in cfg.k_values})}
+    from .labeling import random_label_order
+
+    order = random_label_order(n_pool, cfg.seed)
+    # sorted, so that a head depends only on which questions are labelled (as in `elical sweep`)
+    return {k: np.sort(order[:k]) for k in sorted({min(k, n_pool) for k in cfg.k_values})}
 
 
 def _stage_heads(run_dir: Path, records: list[dict], feats: np.ndarray, cfg: RunConfig,

@@ -1,0 +1,152 @@
+"""`elical sweep` on a real small run directory (real SmolLM2 records and hidden states)."""
+import csv
+import json
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from elical.cli import main
+from elical.features import load_features
+from elical.heads import fit_cal_only, fit_eli_only, fit_elical
+from elical.labeling import random_label_order, stratified_label_order
+from elical.metrics import evaluate_confidence
+from elical.pipeline import PRESETS, run
+from elical.records import read_records, sample_accuracy, self_consistency
+from elical.sweep import METRICS, default_k_grid, run_sweep
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A real run: SmolLM2-135M on 32 pool + 16 eval facts questions (smoke decoding), features included."""
+    out = tmp_path_factory.mktemp("sweep") / "run"
+    run(replace(PRESETS["smoke"], n_train=32, n_eval=16, k_values=(8,), n_bootstrap=1), out, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def swept(run_dir):
+    return run_sweep(run_dir, k_values=[4, 12, "all"], seeds=(0, 1), selections=("random", "stratified"))
+
+
+def _pool_and_test(run_dir):
+    recs = read_records(run_dir / "records" / "annotations.jsonl")
+    ids, X, _ = load_features(run_dir / "features" / "hidden_states.safetensors")
+    row = {r: i for i, r in enumerate(ids)}
+    pool = [r for r in recs if r["split"] == "train"]
+    test = [r for r in recs if r["split"] == "test"]
+    return pool, test, X[[row[r["id"]] for r in pool]], X[[row[r["id"]] for r in test]]
+
+
+def _row(result, method, selection, k):
+    (r,) = [r for r in result["results"] if (r["method"], r["selection"], r["k"]) == (method, selection, k)]
+    return r
+
+
+def test_default_k_grid():
+    assert default_k_grid(600) == [4, 8, 16, 32, 64, 128, 256, 512, 600]
+    assert default_k_grid(64) == [4, 8, 16, 32, 64]
+    assert default_k_grid(3) == [3]
+
+
+def test_nested_same_subsets_and_refit_reproduces(run_dir, swept):
+    pool, test, X_pool, X_test = _pool_and_test(run_dir)
+    pool_ids, test_ids = [r["id"] for r in pool], {r["id"] for r in test}
+    assert swept["sizes"]["pool"] == 32 and swept["sizes"]["eval"] == 16
+    assert 0 < swept["sizes"]["eval_accuracy"] < 1  # both classes: AUROC is defined, the checks below bite
+    assert swept["config"]["k_values"] == [4, 12, 32]
+    c_cons = np.array([self_consistency(r) for r in pool])
+    c_acc = np.array([sample_accuracy(r) for r in pool])
+    y = np.array([r["greedy_correctness"] for r in test])
+    for seed in (0, 1):
+        eli = fit_eli_only(X_pool, c_cons, random_state=seed)
+        expected = {"random": random_label_order(32, seed),
+                    "stratified": stratified_label_order(eli.predict(X_pool), seed)}
+        for sel, order in expected.items():
+            saved = swept["label_orders"][sel][str(seed)]
+            # one permutation of the pool per seed and selection: the k-sets are its prefixes, hence nested
+            assert saved == [pool_ids[i] for i in order]
+            assert not set(saved) & test_ids
+        # refit Cal-Only(12) and EliCal(12) by hand on the stratified prefix: both methods used this same set
+        idx = np.sort(expected["stratified"][:12])
+        cal = fit_cal_only(X_pool[idx], c_acc[idx], random_state=seed)
+        elical = fit_elical(eli, X_pool[idx], c_acc[idx], random_state=seed)
+        for method, head in (("Cal-Only", cal), ("EliCal", elical)):
+            want = evaluate_confidence(y, head.predict(X_test), seed=0, n_resamples=1)
+            got = _row(swept, method, "stratified", 12)["per_seed"][str(seed)]
+            for m in METRICS:
+                assert got[m] == pytest.approx(want[m], nan_ok=True)
+        got = _row(swept, "Eli-Only", None, 0)["per_seed"][str(seed)]
+        assert got["auroc"] == pytest.approx(evaluate_confidence(y, eli.predict(X_test), n_resamples=1)["auroc"],
+                                             nan_ok=True)
+    # with every label the selection does not matter: the same set gives the same heads
+    for method in ("Cal-Only", "EliCal"):
+        assert _row(swept, method, "random", 32)["per_seed"] == _row(swept, method, "stratified", 32)["per_seed"]
+
+
+def test_mean_and_std_are_over_the_per_seed_values(swept):
+    rows = swept["results"]
+    assert {(r["method"], r["selection"]) for r in rows} >= {("Eli-Only", None), ("N-Prob", None),
+                                                             ("Consis-Sem", None), ("EliCal", "random"),
+                                                             ("Cal-Only", "stratified")}
+    for r in rows:
+        assert r["n_seeds"] == 2 and set(r["per_seed"]) == {"0", "1"}
+        for m in METRICS:
+            v = np.array([r["per_seed"][s][m] for s in ("0", "1")], dtype=float)
+            if np.isnan(v).any():
+                continue
+            assert r["mean"][m] == pytest.approx((v[0] + v[1]) / 2)
+            assert r["std"][m] == pytest.approx(abs(v[0] - v[1]) / np.sqrt(2))  # ddof=1 with two values
+        assert r["label_fraction"] == pytest.approx(r["k"] / 32)
+    assert _row(swept, "N-Prob", None, 0)["std"]["auroc"] == 0.0  # training-free: no seed dependence
+
+
+def test_evaluation_labels_are_never_used_for_selection_or_training(run_dir, swept, tmp_path):
+    # flip every evaluation label; label orders and confidences must stay, so AUROC becomes 1 - AUROC
+    flipped = tmp_path / "flipped"
+    shutil.copytree(run_dir, flipped)
+    path = flipped / "records" / "annotations.jsonl"
+    lines = []
+    for r in read_records(path):
+        if r["split"] == "test":
+            r["greedy_correctness"] = 1 - r["greedy_correctness"]
+            r["sampling_correctness"] = [1 - v for v in r["sampling_correctness"]]
+        lines.append(json.dumps(r))
+    path.write_text("\n".join(lines) + "\n")
+    other = run_sweep(flipped, k_values=[4, 12, "all"], seeds=(0, 1), selections=("random", "stratified"))
+    assert other["label_orders"] == swept["label_orders"]
+    for r in swept["results"]:
+        o = _row(other, r["method"], r["selection"], r["k"])
+        for s in ("0", "1"):
+            a, b = r["per_seed"][s]["auroc"], o["per_seed"][s]["auroc"]
+            if not np.isnan(a):
+                assert b == pytest.approx(1.0 - a)
+
+
+def test_cli_writes_json_and_csv_and_never_overwrites(run_dir, tmp_path, capsys):
+    out = tmp_path / "s.json"
+    args = ["sweep", str(run_dir), "--k", "4,all", "--seeds", "0", "--selection", "random", "--output", str(out),
+            "--quiet"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "EliCal(4)" in printed and "Cal-Only(32)" in printed
+    saved = json.loads(out.read_text())
+    assert saved["config"]["seeds"] == [0] and set(saved["label_orders"]) == {"random"}
+    with open(out.with_suffix(".csv"), newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    # 3 training-free + Eli-Only + (Cal-Only, EliCal) x 2 ks
+    assert len(rows) == 8 and rows[0]["auroc_std"] == ""  # one seed: no spread
+    ec = [r for r in rows if r["method"] == "EliCal" and r["k"] == "4"][0]
+    assert float(ec["auroc_mean"]) == pytest.approx(_row(saved, "EliCal", "random", 4)["mean"]["auroc"])
+    before = out.read_text()
+    assert main(args) == 2
+    assert "--force" in capsys.readouterr().err and out.read_text() == before
+    assert main(args + ["--force", "--seeds", "1"]) == 0
+    assert json.loads(out.read_text())["config"]["seeds"] == [1]
+    # a run directory without features: exit 2, nothing written
+    empty = tmp_path / "empty"
+    (empty / "records").mkdir(parents=True)
+    shutil.copy(run_dir / "records" / "annotations.jsonl", empty / "records")
+    assert main(["sweep", str(empty), "--quiet"]) == 2
+    assert "hidden_states.safetensors" in capsys.readouterr().err and not (empty / "sweep.json").exists()
