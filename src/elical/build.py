@@ -230,7 +230,8 @@ def build(cfg: BuildConfig, out: str | Path, shard: tuple[int, int] | None = Non
         os.replace(tmp, out / CONFIG_FILE)
     from .annotate import Annotator, annotate
     from .features import extract_hidden_states, save_features
-    from .generation import DecodingConfig, TransformersGenerator
+    from .backends import make_generator
+    from .generation import DecodingConfig
     from .mmlu import MMLUCorrectness
 
     if model is None:
@@ -238,7 +239,8 @@ def build(cfg: BuildConfig, out: str | Path, shard: tuple[int, int] | None = Non
 
         model, tokenizer = load_model(cfg.model, device=device)
     decoding = DecodingConfig(n_samples=cfg.n_samples, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
-    generator = TransformersGenerator(model, tokenizer, decoding)
+    # the builder's fast path: prefix-sharing decoding (elical.prefix_sharing, docs/benchmarks.md)
+    generator = make_generator("transformers", model, tokenizer, decoding)
     qa = Annotator.default(cfg.semantic_model)
     mc = Annotator(MMLUCorrectness(), qa.lexical, qa.semantic, names={**qa.names, "correctness": "mmlu_correct"})
     for u, qs, ids, rpath, fpath, entry in todo:

@@ -1,0 +1,280 @@
+"""The generation backends: the endpoint client against a real local OpenAI-compatible server (``python -m
+elical.serve`` in a subprocess, and the same server in a thread for the no-log-probs and 503 cases), the factory,
+the top-k-first sampler and the vLLM glue (vLLM itself needs a GPU; its documented output objects are stubbed)."""
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from elical.backends import EndpointError, OpenAIGenerator, make_generator
+from elical.generation import DecodingConfig, TransformersGenerator, build_prompt
+from elical.prefix_sharing import PrefixSharingGenerator
+
+QUESTIONS = ["What is the chemical symbol of gold?", "Who wrote Hamlet?"]
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory):
+    """``python -m elical.serve`` on a free port, in its own process."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    log = open(tmp_path_factory.mktemp("serve") / "server.log", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "elical.serve", "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=log, text=True, env=env)
+    line = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout=120)
+    if not line or not line[0].startswith("listening on "):
+        proc.kill()
+        log.seek(0)
+        pytest.fail(f"the server did not start: {line} {log.read()[-2000:]}")
+    yield line[0].split()[-1]
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+
+
+def _thread_server(smollm2, **kw):
+    from elical.serve import CompletionService, make_server
+
+    model, tok = smollm2
+    server = make_server(CompletionService(model, tok, "smollm2", logprobs=kw.pop("logprobs", True)), port=0, **kw)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def test_endpoint_matches_the_transformers_backend_and_seeds_fix_samples(server_url, smollm2):
+    model, tok = smollm2
+    d = DecodingConfig(n_samples=3, max_new_tokens=10)
+    prompts = [build_prompt(tok, q) for q in QUESTIONS]
+    remote = OpenAIGenerator(server_url, "smollm2-135m-instruct", tok, d, max_concurrency=4)
+    a = remote.generate(prompts, ["q1", "q2"], seed=0)
+    b = remote.generate(prompts[1:], ["q2"], seed=0)
+    c = remote.generate(prompts[1:], ["q2"], seed=1)
+    local = [PrefixSharingGenerator(model, tok, d).generate([p], ["q"], seed=0)[0] for p in prompts]
+    for r, loc in zip(a, local):
+        # greedy decoding is the model's own: same text, same tokens, same log-probs as the in-process backend
+        assert r.greedy_response == loc.greedy_response
+        assert "".join(r.greedy_tokens) == tok.convert_tokens_to_string(loc.greedy_tokens)
+        np.testing.assert_allclose(r.greedy_logprobs, loc.greedy_logprobs, atol=2e-3)
+        assert len(r.sampling_response) == 3 and all(1 <= n <= 10 for n in r.sampling_num_tokens)
+        assert all(lp < 0 for lp in r.sampling_cumulative_logprobs)
+    assert "Au" in a[0].greedy_response
+    assert a[1].sampling_response == b[0].sampling_response  # same seed and key, another batch: same samples
+    assert a[1].sampling_response != c[0].sampling_response
+    # N single-sample requests instead of one request with n (servers without n): same shape of record
+    single = OpenAIGenerator(server_url, "smollm2-135m-instruct", tok, d, samples_per_request="single")
+    s = single.generate(prompts[:1], ["q1"], seed=0)[0]
+    assert s.greedy_response == a[0].greedy_response and len(s.sampling_response) == 3
+    assert len(s.sampling_cumulative_logprobs) == 3
+
+
+def test_chat_endpoint_and_judge_completions(server_url):
+    chat = OpenAIGenerator(server_url, "smollm2-135m-instruct", None, DecodingConfig(n_samples=2, max_new_tokens=10),
+                           endpoint="chat")
+    (g,) = chat.generate([build_prompt(None, "What is the capital of France?")], ["q"], seed=0)
+    assert "Paris" in g.greedy_response and len(g.greedy_logprobs) == len(g.greedy_tokens) > 0
+    assert len(g.sampling_response) == 2
+    judge = OpenAIGenerator(server_url, "smollm2-135m-instruct", endpoint="chat")
+    out = judge.complete(["Is Paris the capital of France? Answer yes or no.", "Say hello."], max_tokens=4)
+    assert len(out) == 2 and all(isinstance(t, str) and t for t in out)
+
+
+def test_server_without_logprobs_gives_empty_logprob_lists(smollm2):
+    model, tok = smollm2
+    server, url = _thread_server(smollm2, logprobs=False)
+    try:
+        gen = OpenAIGenerator(url, "smollm2", tok, DecodingConfig(n_samples=2, max_new_tokens=8))
+        (g,) = gen.generate([build_prompt(tok, QUESTIONS[0])], ["q"], seed=0)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Au" in g.greedy_response and len(g.sampling_response) == 2
+    assert g.greedy_tokens == [] and g.greedy_logprobs == []
+    assert g.sampling_cumulative_logprobs == [] and g.sampling_num_tokens == []
+
+
+def test_transient_503_is_retried_and_persistent_failure_names_the_url(smollm2):
+    prompt = build_prompt(smollm2[1], QUESTIONS[0])
+    server, url = _thread_server(smollm2, fail_first=2)
+    try:
+        gen = OpenAIGenerator(url, "smollm2", max_retries=3, backoff=0.05, max_concurrency=1)
+        assert "Au" in gen.complete([prompt], max_tokens=8)[0]  # two 503s, then the answer
+    finally:
+        server.shutdown()
+        server.server_close()
+    server, url = _thread_server(smollm2, fail_first=10)
+    try:
+        gen = OpenAIGenerator(url, "smollm2", max_retries=1, backoff=0.05)
+        with pytest.raises(EndpointError, match=r"127\.0\.0\.1.*HTTP 503.*2 attempts"):
+            gen.complete([prompt], max_tokens=3)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_bad_request_is_not_retried(server_url):
+    gen = OpenAIGenerator(server_url, "smollm2-135m-instruct", max_retries=5, backoff=10.0)
+    t = time.perf_counter()
+    with pytest.raises(EndpointError, match=r"rejected the request: HTTP 400.*max_tokens"):
+        gen.complete(["x"], max_tokens=0)
+    assert time.perf_counter() - t < 5
+
+
+def test_server_down_fails_within_seconds_naming_the_url():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    gen = OpenAIGenerator(f"http://127.0.0.1:{port}/v1", "m", max_retries=2, backoff=0.1)
+    t = time.perf_counter()
+    with pytest.raises(EndpointError, match=rf"127\.0\.0\.1:{port}/v1/completions: cannot connect.*server running"):
+        gen.generate(["q"], ["k"])
+    assert time.perf_counter() - t < 5
+
+
+def test_make_generator_backends(smollm2):
+    model, tok = smollm2
+    assert isinstance(make_generator("transformers", model, tok), PrefixSharingGenerator)
+    remote = make_generator("openai", "m", base_url="http://127.0.0.1:1/v1/", max_concurrency=2)
+    assert isinstance(remote, OpenAIGenerator) and remote.url == "http://127.0.0.1:1/v1/completions"
+    with pytest.raises(ValueError, match="unknown backend"):
+        make_generator("tgi", model, tok)
+    with pytest.raises(ValueError, match="base_url"):
+        make_generator("openai", "m")
+    if importlib.util.find_spec("vllm") is None:  # importable without vllm; asking for it says how to get it
+        with pytest.raises(ImportError, match="pip install vllm"):
+            make_generator("vllm", "smollm2-135m-instruct")
+
+
+class _RowByRow(TransformersGenerator):
+    """The reference decoder (every row through the model on its own) with the same top-k-first draw."""
+
+    _draw = PrefixSharingGenerator._draw
+
+    def _sample(self, logits, generator):
+        return self._draw(logits, torch.arange(logits.shape[0]), generator)
+
+
+def test_prefix_sharing_gives_the_rows_of_row_by_row_decoding(smollm2):
+    model, tok = smollm2
+    # 24 new tokens: answers end at different steps, so cache rows are freed, reused and dropped
+    d = DecodingConfig(n_samples=8, max_new_tokens=24, batch_size=3)
+    prompts = [build_prompt(tok, q) for q in QUESTIONS + ["What is the capital of France?"]]
+    keys = ["a", "b", "c"]
+    ref = _RowByRow(model, tok, d).generate(prompts, keys, seed=3)
+    new = PrefixSharingGenerator(model, tok, d).generate(prompts, keys, seed=3)
+    for r, g in zip(ref, new):
+        assert g.greedy_response == r.greedy_response and g.greedy_tokens == r.greedy_tokens
+        assert g.sampling_response == r.sampling_response  # the same draws, row by row
+        assert g.sampling_num_tokens == r.sampling_num_tokens
+        np.testing.assert_allclose(g.greedy_logprobs, r.greedy_logprobs, atol=1e-4)
+        np.testing.assert_allclose(g.sampling_cumulative_logprobs, r.sampling_cumulative_logprobs, atol=1e-3)
+    assert len(set(new[2].sampling_response)) < 8  # samples that repeat a history did share it
+    assert "Paris" in new[2].greedy_response
+
+
+def test_growing_layer_matches_transformers_dynamic_layer():
+    from transformers.cache_utils import DynamicLayer
+
+    from elical.prefix_sharing import GrowingLayer
+
+    rng = torch.Generator().manual_seed(0)
+    grow, ref = GrowingLayer(spare=2), DynamicLayer()
+
+    def update(rows, new):
+        k, v = torch.randn(rows, 2, new, 4, generator=rng), torch.randn(rows, 2, new, 4, generator=rng)
+        for layer in (grow, ref):
+            layer.update(k, v)
+        check()
+
+    def check():
+        assert grow.get_seq_length() == ref.get_seq_length()
+        torch.testing.assert_close(grow.keys, ref.keys, rtol=0, atol=0)
+        torch.testing.assert_close(grow.values, ref.values, rtol=0, atol=0)
+
+    update(3, 5)
+    for _ in range(3):  # past the spare room: the buffer grows
+        update(3, 1)
+    for idx in ([0, 1], [1, 0, 0]):  # dropping the last row (a view), then a reordering copy
+        grow.batch_select_indices(torch.tensor(idx))
+        ref.batch_select_indices(torch.tensor(idx))
+        check()
+    grow.copy_rows(5, torch.tensor([3, 4]), torch.tensor([0, 2]))  # two new rows: copies of rows 0 and 2
+    ref.batch_select_indices(torch.tensor([0, 1, 2, 0, 2]))
+    check()
+    update(5, 1)
+    grow.batch_repeat_interleave(2)
+    ref.batch_repeat_interleave(2)
+    check()
+    update(10, 1)
+
+
+def test_top_k_first_draw_has_transformers_distribution():
+    from transformers.generation.logits_process import (TemperatureLogitsWarper, TopKLogitsWarper,
+                                                        TopPLogitsWarper)
+
+    d = DecodingConfig(temperature=0.7, top_k=20, top_p=0.9)
+    logits = torch.randn(1, 500, generator=torch.Generator().manual_seed(0)) * 3
+    scores = logits
+    for w in (TemperatureLogitsWarper(0.7), TopKLogitsWarper(20), TopPLogitsWarper(0.9)):
+        scores = w(None, scores)
+    expected = torch.softmax(scores, dim=-1)[0].numpy()  # transformers' own warpers over the full vocabulary
+    fast = PrefixSharingGenerator.__new__(PrefixSharingGenerator)
+    fast.decoding = d
+    draws = fast._draw(logits, torch.zeros(40000, dtype=torch.long), torch.Generator().manual_seed(1)).numpy()
+    freq = np.bincount(draws, minlength=500) / len(draws)
+    assert set(np.flatnonzero(freq)) <= set(np.flatnonzero(expected))
+    np.testing.assert_allclose(freq, expected, atol=0.01)
+
+
+def test_vllm_generator_glue_with_documented_output_objects(monkeypatch, smollm2):
+    """vLLM needs a GPU; here its documented objects (SamplingParams, RequestOutput.outputs[i].text/token_ids/
+    logprobs[{id: Logprob}]) are stand-ins, to check the requests built and how outputs become records."""
+    _, tok = smollm2
+    calls = []
+
+    class SamplingParams:
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+    def completion(text_ids, lps, stop_id):
+        ids = list(text_ids) + [stop_id]  # vLLM keeps the token that hit the stop string in token_ids
+        return types.SimpleNamespace(text=tok.decode(text_ids), token_ids=ids, logprobs=[
+            {t: types.SimpleNamespace(logprob=lp)} for t, lp in zip(ids, lps + [-0.01])])
+
+    answer = tok("Au is gold", add_special_tokens=False)["input_ids"]
+    newline = tok.encode("\n", add_special_tokens=False)[0]
+
+    class LLM:
+        def generate(self, prompts, params, use_tqdm=True):
+            calls.append((prompts, params))
+            outs = []
+            for p, sp in zip(prompts, params):
+                outs.append(types.SimpleNamespace(outputs=[completion(answer, [-0.5] * len(answer), newline)
+                                                           for _ in range(sp.n)]))
+            return outs
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=SamplingParams, LLM=LLM))
+    from elical.backends import VLLMGenerator
+
+    gen = make_generator("vllm", "unused", tok, DecodingConfig(n_samples=3, max_new_tokens=9), llm=LLM())
+    assert isinstance(gen, VLLMGenerator)
+    (g,) = gen.generate(["p"], ["q1"], seed=0)
+    prompts, params = calls[0]
+    assert prompts == ["p", "p"]  # one call: greedy and sampled requests together
+    assert (params[0].temperature, params[0].logprobs, params[0].n) == (0.0, 1, 1)
+    assert (params[1].n, params[1].logprobs, params[1].top_k, params[1].max_tokens) == (3, 0, 50, 9)
+    assert params[1].stop == ["\n"] and isinstance(params[1].seed, int)
+    assert g.greedy_response == "Au is gold" and g.greedy_tokens == tok.convert_ids_to_tokens(answer)
+    assert g.greedy_logprobs == [-0.5] * len(answer)  # the stop token's log-prob is not part of the answer
+    assert g.sampling_num_tokens == [len(answer)] * 3
+    np.testing.assert_allclose(g.sampling_cumulative_logprobs, [-0.5 * len(answer)] * 3)
