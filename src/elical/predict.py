@@ -38,32 +38,23 @@ def read_questions(path) -> list[dict]:
     Raises InputError naming the file, the line and the field for a missing file, malformed JSON, a line that is
     not an object, a missing/empty/non-string ``question``, an ``id`` that is neither string nor integer, a
     repeated ``id``, or a file without questions."""
-    from .records import InputError
+    from .records import InputError, iter_json_lines
 
     path = Path(path)
     if not path.is_file():
         raise InputError(path, None, None, "input file not found")
     out, seen = [], {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, lineno, None, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(obj, dict):
-                raise InputError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
-            question = obj.get("question")
-            if not isinstance(question, str) or not question.strip():
-                raise InputError(path, lineno, "question", "missing or not a non-empty string")
-            qid = obj.get("id", lineno)
-            if isinstance(qid, bool) or not isinstance(qid, (str, int)):
-                raise InputError(path, lineno, "id", f"expected a string or an integer, got {qid!r}")
-            if qid in seen:
-                raise InputError(path, lineno, "id", f"{qid!r} already used on line {seen[qid]}")
-            seen[qid] = lineno
-            out.append({"id": qid, "question": question, "line": lineno})
+    for lineno, obj in iter_json_lines(path):
+        question = obj.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise InputError(path, lineno, "question", "missing or not a non-empty string")
+        qid = obj.get("id", lineno)
+        if isinstance(qid, bool) or not isinstance(qid, (str, int)):
+            raise InputError(path, lineno, "id", f"expected a string or an integer, got {qid!r}")
+        if qid in seen:
+            raise InputError(path, lineno, "id", f"{qid!r} already used on line {seen[qid]}")
+        seen[qid] = lineno
+        out.append({"id": qid, "question": question, "line": lineno})
     if not out:
         raise InputError(path, None, "question", "no questions in the file")
     return out

@@ -21,6 +21,7 @@ from typing import Iterable, Iterator
 
 __all__ = [
     "InputError",
+    "iter_json_lines",
     "read_qa_file",
     "read_records",
     "open_append",
@@ -41,7 +42,10 @@ class InputError(ValueError):
         super().__init__(f"{where}: {what}{problem}")
 
 
-def _iter_json_lines(path: Path) -> Iterator[tuple[int, dict]]:
+def iter_json_lines(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file; InputError (file, line) for a malformed
+    line or one that is not a JSON object."""
+    path = Path(path)
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
@@ -66,7 +70,7 @@ def read_qa_file(path: str | os.PathLike, dataset: str | None = None) -> list[di
     path = Path(path)
     dataset = dataset or path.parent.name
     out = []
-    for lineno, obj in _iter_json_lines(path):
+    for lineno, obj in iter_json_lines(path):
         question = obj.get("question")
         if not isinstance(question, str) or not question.strip():
             raise InputError(path, lineno, "question", "missing or empty question" if not question else

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .plots import (GROUP_TITLES, METRICS, bar_figures, metric_vs_k_figure, parse_method, reliability_figures, slug,
                     vs_k_selections)
-from .records import InputError
+from .records import InputError, iter_json_lines
 
 __all__ = ["register", "build_report", "load_run", "parse_method", "aggregates", "reliability_tables"]
 _REQUIRED = ("auroc", "ece", "brier", "alignment")  # what every results.json metrics dict has
@@ -64,25 +64,16 @@ def load_run(run_dir) -> tuple[dict, list[dict]]:
                 raise InputError(res_path, None, f"results.{scope}.{method}",
                                  f"expected a metrics dict with n and {', '.join(_REQUIRED)} (numbers or null)")
     predictions = []
-    with open(pred_path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(pred_path, lineno, None, f"malformed JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise InputError(pred_path, lineno, None, "expected a JSON object")
-            for field in ("id", "dataset", "method"):
-                if not isinstance(obj.get(field), str):
-                    raise InputError(pred_path, lineno, field, "missing or not a string")
-            c = obj.get("confidence")
-            if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 <= c <= 1.0:
-                raise InputError(pred_path, lineno, "confidence", f"expected a number in [0, 1], got {c!r}")
-            if obj.get("greedy_correctness") not in (0, 1) or isinstance(obj.get("greedy_correctness"), bool):
-                raise InputError(pred_path, lineno, "greedy_correctness", "expected 0 or 1")
-            predictions.append(obj)
+    for lineno, obj in iter_json_lines(pred_path):
+        for field in ("id", "dataset", "method"):
+            if not isinstance(obj.get(field), str):
+                raise InputError(pred_path, lineno, field, "missing or not a string")
+        c = obj.get("confidence")
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 <= c <= 1.0:
+            raise InputError(pred_path, lineno, "confidence", f"expected a number in [0, 1], got {c!r}")
+        if obj.get("greedy_correctness") not in (0, 1) or isinstance(obj.get("greedy_correctness"), bool):
+            raise InputError(pred_path, lineno, "greedy_correctness", "expected 0 or 1")
+        predictions.append(obj)
     missing = sorted(set(scopes["all"]) - {p["method"] for p in predictions})
     if missing:
         raise InputError(pred_path, None, "method", f"no predictions for {missing} listed in results.json")
