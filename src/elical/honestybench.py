@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from .records import InputError, _iter_json_lines, _json_default, greedy_text
+from .records import InputError, iter_json_lines, _json_default, greedy_text
 
 __all__ = ["RELEASED_FIELDS", "from_released", "read_honestybench", "to_released", "write_honestybench"]
 
@@ -143,7 +143,7 @@ def read_honestybench(path: str | os.PathLike, dataset: str | None = None, split
     """
     path = Path(path)
     out, seen = [], {}
-    for lineno, obj in _iter_json_lines(path):
+    for lineno, obj in iter_json_lines(path):
         rec = from_released(obj, path, lineno, dataset=dataset, split=split)
         if rec["id"] in seen:
             raise InputError(path, lineno, "id", f"duplicate id {rec['id']!r} (first on line {seen[rec['id']]})")
