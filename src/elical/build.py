@@ -163,10 +163,12 @@ def _check_config(out: Path, cfg: BuildConfig) -> None:
         raise InputError(out, None, "--output", "exists and is not a directory")
     if not path.exists():
         # build.json is a build's first file; temporary files of a concurrent shard's write do not count
-        if out.exists() and any(not p.name.startswith(CONFIG_FILE + ".tmp") for p in out.iterdir()):
+        others = out.exists() and any(not p.name.startswith(CONFIG_FILE) for p in out.iterdir())
+        if others and not path.exists():  # re-checked: a concurrent shard writes build.json before anything else
             raise InputError(out, None, "--output", f"exists, is not empty and has no {CONFIG_FILE}: not a build "
                              "directory; choose another --output (nothing was overwritten)")
-        return
+        if not path.exists():
+            return
     saved, now = _config_dict(load_config(out)), _config_dict(cfg)
     diff = [k for k in now if saved.get(k) != now[k]]
     if diff:
