@@ -159,8 +159,13 @@ class TransformersGenerator:
                 out = self._forward(choice[:, None], mask, last_pos[:, None], cache)
                 cache = out.cache if self._cache_kw else out.past_key_values
                 logits = out.logits[:, -1, :].float()
+        return self._collect(tokens, logps, len(prompts), per)
+
+    def _collect(self, tokens, logps, n_prompts: int, per: int) -> list[Generation]:
+        """One :class:`Generation` per prompt from the decoded rows (row ``i * per`` greedy, the next ``per - 1``
+        sampled)."""
         results = []
-        for i in range(len(prompts)):
+        for i in range(n_prompts):
             answers = [self._finish(tokens[i * per + j], logps[i * per + j]) for j in range(per)]
             (g_text, g_tokens, g_lps), samples = answers[0], answers[1:]
             results.append(Generation(

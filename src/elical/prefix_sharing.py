@@ -169,16 +169,7 @@ class PrefixSharingGenerator(TransformersGenerator):
                 logits = self._forward(step_ids[:, None], mask, last_pos[:, None], cache).logits[:, -1, :].float()
         self.stats_ = {"prompt_tokens": prompt_tokens, "decoded_tokens": fed,
                        "answer_tokens": sum(len(t) for t in tokens)}
-        results = []
-        for i in range(len(prompts)):
-            answers = [self._finish(tokens[i * per + j], logps[i * per + j]) for j in range(per)]
-            (g_text, g_tokens, g_lps), samples = answers[0], answers[1:]
-            results.append(Generation(
-                greedy_response=g_text, greedy_tokens=g_tokens, greedy_logprobs=g_lps,
-                sampling_response=[s[0] for s in samples],
-                sampling_cumulative_logprobs=[float(np.sum(s[2])) for s in samples],
-                sampling_num_tokens=[len(s[2]) for s in samples]))
-        return results
+        return self._collect(tokens, logps, len(prompts), per)
 
     def _branch(self, cache, slot, choice, mask, last_pos, vocab: int):
         """The next step's slots from the live rows' slots and chosen tokens, shape (rows,) each.
