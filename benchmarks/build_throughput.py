@@ -6,9 +6,9 @@
 (a) plain loop: per question, one greedy ``model.generate`` and one sampled ``model.generate`` with
 ``num_return_sequences=N`` (no prefix sharing: the prompt is prefilled N + 1 times; finished rows stay in the
 batch), both with raw-model log-probs of the chosen tokens (``output_logits``) and the same stop tokens;
-(b) the builder's path: ``elical.backends.make_generator("transformers", ...)`` over batches of prompts: the
+(b) the builder's path: ``elical.generation.backends.make_generator("transformers", ...)`` over batches of prompts: the
 batch's common prompt prefix run once, each prompt's rest once for its greedy and N sampled rows, each distinct
-token history run once per step (``elical.prefix_sharing``), rows leaving at the end of their answer. The two run in turns, one batch
+token history run once per step (``elical.generation.prefix_sharing``), rows leaving at the end of their answer. The two run in turns, one batch
 of questions at a time.
 Prints questions per second for both and their ratio, and the builder's achieved model FLOP/s
 (2 x parameters x tokens the model ran on: real prompt tokens and decoded tokens) as a fraction of the dense
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from elical.backends import make_generator
-from elical.generation import DecodingConfig, build_prompt
-from elical.models import load_model
+from elical.generation.backends import make_generator
+from elical.generation.base import DecodingConfig, build_prompt
+from elical.generation.models import load_model
 from elical.records import read_qa_file
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "honestybench-qa" / "nq" / "test.jsonl"
@@ -71,7 +71,7 @@ def plain_loop(model, tok, prompts, d: DecodingConfig, stop_ids, seed: int):
 
 
 def _row_stats(gen, batch, gens, d: DecodingConfig) -> dict:
-    """Work of a row-by-row decoder (``elical.generation.TransformersGenerator``): every row is fed back once per
+    """Work of a row-by-row decoder (``elical.generation.base.TransformersGenerator``): every row is fed back once per
     kept token, except the last token of a row cut at ``max_new_tokens``."""
     lengths = [n for g in gens for n in [len(g.greedy_tokens)] + list(g.sampling_num_tokens)]
     prompt = sum(len(gen.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in batch)
@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--builder", choices=("prefix-sharing", "row-by-row"), default="prefix-sharing",
-                    help="row-by-row: elical.generation.TransformersGenerator, for comparison")
+                    help="row-by-row: elical.generation.base.TransformersGenerator, for comparison")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -113,7 +113,7 @@ def main() -> None:
     prompts = [build_prompt(tok, q["question"]) for q in questions]
     d = DecodingConfig(n_samples=args.n_samples, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
     if args.builder == "row-by-row":
-        from elical.generation import TransformersGenerator
+        from elical.generation.base import TransformersGenerator
 
         gen = TransformersGenerator(model, tok, d)
     else:

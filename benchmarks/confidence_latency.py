@@ -49,14 +49,14 @@ def main() -> None:
 
     import torch
 
-    from elical.confidence import ConfidenceModel, write_model_json
-    from elical.facts import load_facts
-    from elical.features import extract_hidden_states
-    from elical.generation import DecodingConfig, TransformersGenerator, build_prompt
-    from elical.heads import ProbeHead
-    from elical.judges import SemanticEquivalenceJudge
-    from elical.lora import LoRAConfig, LoRAHead
-    from elical.models import load_model
+    from elical.heads.confidence import ConfidenceModel, write_model_json
+    from elical.data.facts import load_facts
+    from elical.generation.features import extract_hidden_states
+    from elical.generation.base import DecodingConfig, TransformersGenerator, build_prompt
+    from elical.heads.probe import ProbeHead
+    from elical.judges.core import SemanticEquivalenceJudge
+    from elical.heads.lora import LoRAConfig, LoRAHead
+    from elical.generation.models import load_model
 
     print(f"cores {os.cpu_count()}, torch threads {torch.get_num_threads()}, "
           f"load average before {os.getloadavg()[0]:.1f}")

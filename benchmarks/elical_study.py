@@ -16,9 +16,9 @@ Usage:
     python benchmarks/elical_study.py --build facts,honestybench --runs-dir runs/study --n-train 600 --n-eval 300
     python benchmarks/elical_study.py RUN_DIR --seeds 0,1,2,3,4,5,6,7,8,9 --output study.json
 
---build makes the run directories first with elical.pipeline.run (resuming a partial one): `facts` is the embedded
+--build makes the run directories first with elical.jobs.run (resuming a partial one): `facts` is the embedded
 set, `honestybench` is nq + pararel_patterns from --data-dir (default ../shared/data/honestybench-qa). Model
-selection never sees evaluation labels (see elical.sweep).
+selection never sees evaluation labels (see elical.jobs.sweep).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ SMALL_K = 32  # "small k" of the stratified-vs-random comparison: k <= this
 
 
 def _build(kind: str, runs_dir: Path, args) -> Path:
-    from elical.pipeline import PRESETS, run
+    from elical.jobs.run import PRESETS, run
 
     base = replace(PRESETS["default"], n_train=args.n_train, n_eval=args.n_eval, k_values=(16,), n_bootstrap=200)
     if kind == "facts":
@@ -138,7 +138,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from elical.records import read_records
-    from elical.sweep import default_k_grid, json_safe, run_sweep
+    from elical.jobs.sweep import default_k_grid, json_safe, run_sweep
 
     run_dirs = [Path(d) for d in args.run_dirs]
     run_dirs += [_build(kind, Path(args.runs_dir), args) for kind in args.build.split(",") if kind.strip()]

@@ -46,11 +46,11 @@ def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-    from elical.annotate import Annotator, annotate
-    from elical.data import load_questions, select_run_questions
-    from elical.evaluate import evaluate_run
-    from elical.generation import DecodingConfig, TransformersGenerator
-    from elical.models import load_model
+    from elical.jobs.annotate import Annotator, annotate
+    from elical.data.sources import load_questions, select_run_questions
+    from elical.jobs.evaluate import evaluate_run
+    from elical.generation.base import DecodingConfig, TransformersGenerator
+    from elical.generation.models import load_model
 
     out = Path(args.output or tempfile.mkdtemp(prefix="elical-estimators-"))
     data_dir = None if args.dataset == "facts" else args.data_dir

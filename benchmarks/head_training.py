@@ -1,4 +1,4 @@
-"""Seconds to fit a linear probe head (elical.heads.ProbeHead) on 100,000 questions' hidden states.
+"""Seconds to fit a linear probe head (elical.heads.probe.ProbeHead) on 100,000 questions' hidden states.
 
 Features are random float32 rows of 576 (SmolLM2-135M) and 3,584 (Qwen2.5-7B) dimensions; the target is a noisy
 logistic function of a few directions, so early stopping behaves as on real self-consistency targets. The fit is
@@ -40,7 +40,7 @@ def main() -> None:
 
     import torch
 
-    from elical.heads import ProbeHead
+    from elical.heads.probe import ProbeHead
 
     print(f"cores {os.cpu_count()}, torch threads {torch.get_num_threads()}, "
           f"load average before {os.getloadavg()[0]:.1f}")

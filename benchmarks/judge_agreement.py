@@ -44,7 +44,7 @@ def scores(y: np.ndarray, pred: np.ndarray) -> dict:
 
 
 def build_judges(args, kind: str) -> dict:
-    from elical.judges import make_correctness_judge, make_equivalence_judge
+    from elical.judges.core import make_correctness_judge, make_equivalence_judge
 
     make = make_equivalence_judge if kind == "equivalence" else make_correctness_judge
     judges = {name: (lambda name=name: make(name)) for name in args.judges.split(",")}
@@ -61,12 +61,12 @@ _BACKEND = {}
 
 def llm_backend(args):
     if "b" not in _BACKEND:
-        from elical.llm_judge import OpenAICompletion, TransformersCompletion
+        from elical.judges.llm import OpenAICompletion, TransformersCompletion
 
         if args.llm_url:
             _BACKEND["b"] = OpenAICompletion(args.llm_url, args.llm_model, api_key=os.environ.get("OPENAI_API_KEY"))
         else:
-            from elical.models import load_model
+            from elical.generation.models import load_model
 
             model, tok = load_model(args.llm, device=args.device)
             _BACKEND["b"] = TransformersCompletion(model, tok)
@@ -115,7 +115,7 @@ def by_category(rows, preds) -> None:
 
 
 def sweep(rows) -> None:
-    from elical.judges import SemanticEquivalenceJudge, rouge_l, token_f1
+    from elical.judges.core import SemanticEquivalenceJudge, rouge_l, token_f1
 
     y = np.array([r["label"] for r in rows])
     print("\n### Threshold sweep (in-sample accuracy; the defaults were fixed before labelling)\n")

@@ -19,6 +19,6 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def smollm2():
     """The real SmolLM2-135M-Instruct (model, tokenizer), loaded once per session."""
-    from elical.models import load_model
+    from elical.generation.models import load_model
 
     return load_model()

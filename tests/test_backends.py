@@ -1,5 +1,5 @@
 """The generation backends: the endpoint client against a real local OpenAI-compatible server (``python -m
-elical.serve`` in a subprocess, and the same server in a thread for the no-log-probs and 503 cases), the factory,
+elical.generation.serve`` in a subprocess, and the same server in a thread for the no-log-probs and 503 cases), the factory,
 the top-k-first sampler and the vLLM glue (vLLM itself needs a GPU; its documented output objects are stubbed)."""
 
 import importlib.util
@@ -15,19 +15,19 @@ import numpy as np
 import pytest
 import torch
 
-from elical.backends import EndpointError, OpenAIGenerator, make_generator
-from elical.generation import DecodingConfig, TransformersGenerator, build_prompt
-from elical.prefix_sharing import PrefixSharingGenerator
+from elical.generation.backends import EndpointError, OpenAIGenerator, make_generator
+from elical.generation.base import DecodingConfig, TransformersGenerator, build_prompt
+from elical.generation.prefix_sharing import PrefixSharingGenerator
 
 QUESTIONS = ["What is the chemical symbol of gold?", "Who wrote Hamlet?"]
 
 
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory):
-    """``python -m elical.serve`` on a free port, in its own process."""
+    """``python -m elical.generation.serve`` on a free port, in its own process."""
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     log = open(tmp_path_factory.mktemp("serve") / "server.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "elical.serve", "--port", "0"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "elical.generation.serve", "--port", "0"], stdout=subprocess.PIPE,
                             stderr=log, text=True, env=env)
     line = []
     reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
@@ -44,7 +44,7 @@ def server_url(tmp_path_factory):
 
 
 def _thread_server(smollm2, **kw):
-    from elical.serve import CompletionService, make_server
+    from elical.generation.serve import CompletionService, make_server
 
     model, tok = smollm2
     server = make_server(CompletionService(model, tok, "smollm2", logprobs=kw.pop("logprobs", True)), port=0, **kw)
@@ -185,7 +185,7 @@ def test_prefix_sharing_gives_the_rows_of_row_by_row_decoding(smollm2):
 def test_growing_layer_matches_transformers_dynamic_layer():
     from transformers.cache_utils import DynamicLayer
 
-    from elical.prefix_sharing import GrowingLayer
+    from elical.generation.prefix_sharing import GrowingLayer
 
     rng = torch.Generator().manual_seed(0)
     grow, ref = GrowingLayer(spare=2), DynamicLayer()
@@ -264,7 +264,7 @@ def test_vllm_generator_glue_with_documented_output_objects(monkeypatch, smollm2
             return outs
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=SamplingParams, LLM=LLM))
-    from elical.backends import VLLMGenerator
+    from elical.generation.backends import VLLMGenerator
 
     gen = make_generator("vllm", "unused", tok, DecodingConfig(n_samples=3, max_new_tokens=9), llm=LLM())
     assert isinstance(gen, VLLMGenerator)

@@ -10,10 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from elical.build import BuildConfig, parse_shard, plan_units, reuse_build, reuse_features, shard_part
+from elical.jobs.build import BuildConfig, parse_shard, plan_units, reuse_build, reuse_features, shard_part
 from elical.cli import main
-from elical.features import load_features
-from elical.honestybench import read_honestybench
+from elical.generation.features import load_features
+from elical.data.honestybench import read_honestybench
 from elical.records import InputError, read_records
 
 # 24 facts questions of the evaluation side, 6 batches of 4, 2 samples of at most 6 tokens.

@@ -1,4 +1,4 @@
-"""Tests for elical.calibration: Platt scaling and isotonic regression against hand values and scipy/sklearn."""
+"""Tests for elical.estimators.calibration: Platt scaling and isotonic regression against hand values and scipy/sklearn."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from elical.calibration import CALIBRATORS, IsotonicCalibrator, PlattCalibrator, calibrated_baselines
+from elical.estimators.calibration import CALIBRATORS, IsotonicCalibrator, PlattCalibrator, calibrated_baselines
 
 
 def _data(n=60, seed=0):

@@ -1,4 +1,4 @@
-"""Tests for elical.confidence (ConfidenceModel) and elical.predict (`elical predict`), with the real SmolLM2."""
+"""Tests for elical.heads.confidence (ConfidenceModel) and elical.jobs.predict (`elical predict`), with the real SmolLM2."""
 
 import json
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from elical import cli
-from elical.confidence import MODEL_JSON, ConfidenceModel, read_model_json, write_model_json
-from elical.features import extract_hidden_states
-from elical.generation import QA_INSTRUCTION, build_prompt
-from elical.heads import ProbeHead
-from elical.lora import LoRAConfig, LoRAHead
+from elical.heads.confidence import MODEL_JSON, ConfidenceModel, read_model_json, write_model_json
+from elical.generation.features import extract_hidden_states
+from elical.generation.base import QA_INSTRUCTION, build_prompt
+from elical.heads.probe import ProbeHead
+from elical.heads.lora import LoRAConfig, LoRAHead
 from elical.records import InputError
 
 QUESTIONS = ["What is the capital of France?", "What is the chemical symbol of gold?",

@@ -2,7 +2,7 @@ from collections import Counter
 
 import pytest
 
-from elical.data import hash_split, load_dataset, select_run_questions
+from elical.data.sources import hash_split, load_dataset, select_run_questions
 from elical.records import InputError
 
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from scipy.stats import entropy
 
-from elical.estimators import (ESTIMATORS, EstimatorInputError, consis_lex, consis_sem, n_prob, prob,
+from elical.estimators.training_free import (ESTIMATORS, EstimatorInputError, consis_lex, consis_sem, n_prob, prob,
                                se_discrete, se_weighted, semantic_clusters, semantic_clusters_many,
                                semantic_entropy)
-from elical.judges import normalize_answer
+from elical.judges.core import normalize_answer
 
 LN = math.log
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from elical.cli import main
-from elical.estimators import ESTIMATORS, n_prob, prob, se_discrete
-from elical.metrics import auroc, evaluate_confidence
+from elical.estimators.training_free import ESTIMATORS, n_prob, prob, se_discrete
+from elical.evaluation.metrics import auroc, evaluate_confidence
 
 CONFIG = {"preset": "smoke", "model": "smollm2-135m-instruct", "datasets": ["facts"], "seed": 3, "device": "cpu",
           "semantic_model": None, "dev_fraction": 0.25, "n_bootstrap": 50, "batch_size": 4}
@@ -142,10 +142,10 @@ def test_bad_input_exits_2(tmp_path, capsys, problem):
 
 def test_end_to_end_all_estimators_on_real_smollm2_output(tmp_path, smollm2, capsys):
     """Real SmolLM2 answers (greedy + 3 samples) on 8 facts questions, then every estimator, model-based ones too."""
-    from elical.annotate import Annotator, annotate
-    from elical.data import select_run_questions
-    from elical.facts import load_facts
-    from elical.generation import DecodingConfig, TransformersGenerator
+    from elical.jobs.annotate import Annotator, annotate
+    from elical.data.sources import select_run_questions
+    from elical.data.facts import load_facts
+    from elical.generation.base import DecodingConfig, TransformersGenerator
 
     model, tok = smollm2
     questions = select_run_questions({"facts": load_facts()}, n_train=4, n_eval=8, seed=1)

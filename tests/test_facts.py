@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from elical.facts import FACT_RELATIONS, load_facts
+from elical.data.facts import FACT_RELATIONS, load_facts
 
 
 @pytest.fixture(scope="module")

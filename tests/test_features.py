@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from elical.features import extract_hidden_states, last_token_index, load_features, save_features
-from elical.generation import build_prompt
+from elical.generation.features import extract_hidden_states, last_token_index, load_features, save_features
+from elical.generation.base import build_prompt
 
 
 def test_last_token_index_left_and_right_padding():

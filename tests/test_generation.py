@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from elical.generation import DecodingConfig, TransformersGenerator, build_prompt
+from elical.generation.base import DecodingConfig, TransformersGenerator, build_prompt
 
 
 def test_greedy_logprobs_match_teacher_forcing_and_seeds_fix_samples(smollm2):

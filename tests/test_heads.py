@@ -1,4 +1,4 @@
-"""Tests for elical.heads: probe heads on frozen features and the EliCal stages."""
+"""Tests for elical.heads.probe: probe heads on frozen features and the EliCal stages."""
 
 import json
 import pickle
@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 from sklearn.base import clone
 
-from elical.heads import (
+from elical.heads.probe import (
     MIN_SAMPLES_FOR_VALIDATION,
     ProbeHead,
     holdout_split,

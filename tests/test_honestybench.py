@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from elical.estimators import n_prob
-from elical.honestybench import from_released, read_honestybench, to_released, write_honestybench
+from elical.estimators.training_free import n_prob
+from elical.data.honestybench import from_released, read_honestybench, to_released, write_honestybench
 from elical.records import InputError, self_consistency, sample_accuracy
 
 # A line in the released layout (authors' README): greedy fields wrapped in one-element lists.

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from elical.judges import make_correctness_judge, make_equivalence_judge
+from elical.judges.core import make_correctness_judge, make_equivalence_judge
 
 PAIRS_FILE = Path(__file__).parent / "data" / "judge_pairs.jsonl"
 CATEGORIES = {"numbers", "dates", "names", "partial", "paraphrase", "other"}
@@ -45,7 +45,7 @@ def test_shape_balance_and_categories(rows):
 
 def test_questions_are_real(rows, shared_data):
     """Every question and its aliases come from its dataset (HonestyBench QA file or the embedded facts)."""
-    from elical.data import load_dataset
+    from elical.data.sources import load_dataset
 
     by_source = {}
     for name in {r["source"] for r in rows}:

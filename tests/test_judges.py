@@ -1,9 +1,9 @@
-"""Tests for elical.judges: hand-computed values and the real all-MiniLM-L6-v2 (offline)."""
+"""Tests for elical.judges.core: hand-computed values and the real all-MiniLM-L6-v2 (offline)."""
 
 import numpy as np
 import pytest
 
-from elical.judges import (
+from elical.judges.core import (
     CorrectnessJudge,
     LexicalConsistency,
     SemanticEquivalenceJudge,
@@ -331,7 +331,7 @@ def test_mmlu_correct_lone_letter_and_nested_choices():
 
 # ---------------------------------------------------------------- registry, lexical equivalence, bad input
 
-from elical.judges import (  # noqa: E402
+from elical.judges.core import (  # noqa: E402
     JUDGE_NAMES,
     AliasCorrectnessJudge,
     LexicalEquivalenceJudge,

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from elical.labeling import (label_order, random_label_order, stratified_label_order, stratum_visit_order)
+from elical.heads.labeling import (label_order, random_label_order, stratified_label_order, stratum_visit_order)
 
 
 def test_random_label_order_is_the_seeded_numpy_permutation():

@@ -1,4 +1,4 @@
-"""Tests for elical.llm_judge: answer parsing and batching with a deterministic fake backend, an
+"""Tests for elical.judges.llm: answer parsing and batching with a deterministic fake backend, an
 OpenAI-compatible server on localhost, and the real SmolLM2 through TransformersCompletion."""
 
 import json
@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import numpy as np
 import pytest
 
-from elical.judges import make_correctness_judge, make_equivalence_judge
-from elical.llm_judge import (
+from elical.judges.core import make_correctness_judge, make_equivalence_judge
+from elical.judges.llm import (
     CORRECTNESS_PROMPT,
     EQUIVALENCE_PROMPT,
     LLMJudge,
@@ -93,9 +93,9 @@ def test_bad_input_and_bad_backend():
 
 
 def test_backend_kinds(smollm2):
-    from elical.generation import TransformersGenerator
+    from elical.generation.base import TransformersGenerator
 
-    class Server:  # like elical.backends.OpenAIGenerator: an object with .complete(prompts)
+    class Server:  # like elical.generation.backends.OpenAIGenerator: an object with .complete(prompts)
         def complete(self, prompts):
             return ["Yes"] * len(prompts)
 
@@ -144,7 +144,7 @@ def test_smollm2_adapter_is_the_models_greedy_answer(smollm2):
     chat-templated prompt, and the judgement is the parse of it."""
     import torch
 
-    from elical.generation import build_prompt
+    from elical.generation.base import build_prompt
 
     model, tok = smollm2
     complete = TransformersCompletion(model, tok, max_new_tokens=4)

@@ -1,4 +1,4 @@
-"""Tests for elical.lora: the paper's LoRA + linear head, on the real SmolLM2-135M-Instruct (kept tiny)."""
+"""Tests for elical.heads.lora: the paper's LoRA + linear head, on the real SmolLM2-135M-Instruct (kept tiny)."""
 
 import json
 
@@ -7,11 +7,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from elical.facts import load_facts
-from elical.features import extract_hidden_states
-from elical.generation import build_prompt
-from elical.heads import holdout_split
-from elical.lora import (LoRAConfig, LoRAHead, detect_target_modules, fit_lora_cal_only, fit_lora_eli_only,
+from elical.data.facts import load_facts
+from elical.generation.features import extract_hidden_states
+from elical.generation.base import build_prompt
+from elical.heads.probe import holdout_split
+from elical.heads.lora import (LoRAConfig, LoRAHead, detect_target_modules, fit_lora_cal_only, fit_lora_eli_only,
                          fit_lora_elical)
 
 LLAMA_PROJECTIONS = ("down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj")
@@ -101,8 +101,8 @@ def test_last_real_token_is_read_under_left_and_right_padding(stage1, smollm2, d
 def test_save_load_gives_identical_predictions_and_a_peft_adapter(stage1, smollm2, data, tmp_path):
     from peft import PeftModel
 
-    from elical.features import last_token_index
-    from elical.models import load_model
+    from elical.generation.features import last_token_index
+    from elical.generation.models import load_model
 
     model, tok = smollm2
     head, _, _ = stage1

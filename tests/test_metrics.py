@@ -1,4 +1,4 @@
-"""Tests for elical.metrics against sklearn and hand-computed values."""
+"""Tests for elical.evaluation.metrics against sklearn and hand-computed values."""
 
 import math
 import time
@@ -8,11 +8,11 @@ import pytest
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-from elical.metrics import (
+from elical.evaluation.metrics import (
     CI_METRICS, IN_DOMAIN, OUT_OF_DOMAIN, accuracy_at_coverage, aggregate, alignment, alignment_accuracy, aurc, auroc,
     best_threshold, bootstrap_ci, brier, dataset_group, ece, evaluate_confidence, reliability_bins, risk_coverage,
 )
-from elical.metrics import _auroc_rank
+from elical.evaluation.metrics import _auroc_rank
 
 
 def _random(n=500, seed=0, rounded=False):
@@ -243,7 +243,7 @@ def test_evaluate_confidence_intervals_equal_bootstrap_ci(n, rounded, n_bins):
 
 
 def test_evaluate_confidence_chunked_resamples_match(monkeypatch):
-    import elical.metrics as m
+    import elical.evaluation.metrics as m
     y, c = _random(n=90, seed=8, rounded=True)
     whole = evaluate_confidence(y, c, n_resamples=64)
     monkeypatch.setattr(m, "_CHUNK_ELEMENTS", 90 * 5)  # 5 resamples per chunk, the last chunk partial

@@ -5,9 +5,9 @@ from collections import Counter
 
 import pytest
 
-from elical.build import BuildConfig, build
-from elical.judges import mmlu_correct
-from elical.mmlu import MMLUAnswer, MMLUCorrectness, format_question, load_mmlu, record_choices
+from elical.jobs.build import BuildConfig, build
+from elical.judges.core import mmlu_correct
+from elical.data.mmlu import MMLUAnswer, MMLUCorrectness, format_question, load_mmlu, record_choices
 from elical.records import InputError, read_records
 
 

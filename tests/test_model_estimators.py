@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from elical.estimators import EstimatorInputError
-from elical.model_estimators import (MODEL_ESTIMATORS, P_TRUE_PREFIX, UNPARSEABLE_CONFIDENCE, p_true,
+from elical.estimators.training_free import EstimatorInputError
+from elical.estimators.model_based import (MODEL_ESTIMATORS, P_TRUE_PREFIX, UNPARSEABLE_CONFIDENCE, p_true,
                                      p_true_prompt, parse_confidence, select_examples, verbal, verbal_k,
                                      verbal_prompt)
 

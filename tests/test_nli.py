@@ -1,4 +1,4 @@
-"""Tests for elical.nli: a tiny random BERT classifier saved offline stands in for an NLI model.
+"""Tests for elical.judges.nli: a tiny random BERT classifier saved offline stands in for an NLI model.
 
 No NLI model is installable offline, so these tests check the plumbing: the entailment index comes from the
 config, decisions equal a hand computation from the model's own logits, caching and batching, bad input.
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from elical.judges import make_correctness_judge, make_equivalence_judge
-from elical.nli import NLIEquivalenceJudge, entailment_index
+from elical.judges.core import make_correctness_judge, make_equivalence_judge
+from elical.judges.nli import NLIEquivalenceJudge, entailment_index
 
 LABELS = {0: "neutral", 1: "contradiction", 2: "Entailment"}  # not the MNLI order, not lower case
 

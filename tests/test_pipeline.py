@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from elical.cli import main
-from elical.pipeline import PRESETS, run
+from elical.jobs.run import PRESETS, run
 from elical.records import read_records
-from elical.metrics import auroc
+from elical.evaluation.metrics import auroc
 
 
 def test_smoke_run_on_facts(tmp_path):

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from elical.cli import main
-from elical.metrics import evaluate_confidence
-from elical.report import build_report, parse_method
+from elical.evaluation.metrics import evaluate_confidence
+from elical.report.page import build_report, parse_method
 
 # results.json and predictions.jsonl of a real `elical run --preset smoke` (SmolLM2-135M on 32 facts questions).
 REAL_RUN = Path(__file__).parent / "data" / "report_smoke_run"

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from elical.cli import main
-from elical.features import load_features
-from elical.heads import fit_cal_only, fit_eli_only, fit_elical
-from elical.labeling import random_label_order, stratified_label_order
-from elical.metrics import evaluate_confidence
-from elical.pipeline import PRESETS, run
+from elical.generation.features import load_features
+from elical.heads.probe import fit_cal_only, fit_eli_only, fit_elical
+from elical.heads.labeling import random_label_order, stratified_label_order
+from elical.evaluation.metrics import evaluate_confidence
+from elical.jobs.run import PRESETS, run
 from elical.records import read_records, sample_accuracy, self_consistency
-from elical.sweep import METRICS, default_k_grid, run_sweep
+from elical.jobs.sweep import METRICS, default_k_grid, run_sweep
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ __all__ = ["main"]
 # Each of these modules defines ``register(subparsers)``, which adds its subcommand with
 # ``set_defaults(handler=...)``; the handler takes the parsed args and returns an exit code. Keep their top-level
 # imports light: every ``elical`` call imports them.
-_SUBCOMMAND_MODULES: tuple[str, ...] = ("build", "evaluate", "report", "sweep", "predict", "serve")
+_SUBCOMMAND_MODULES: tuple[str, ...] = ("jobs.build", "jobs.evaluate", "report.page", "jobs.sweep", "jobs.predict",
+                                         "generation.serve")
 
 
 def _csv_ints(text: str) -> tuple[int, ...]:
@@ -78,11 +79,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config_from_args(args):
-    from .pipeline import PRESETS
+    from elical.jobs.run import PRESETS
 
     cfg = PRESETS[args.preset]
     if args.data_dir and not args.datasets:
-        from .records import InputError
+        from elical.records import InputError
 
         raise InputError(args.data_dir, None, "--datasets", "--data-dir needs --datasets (e.g. --datasets nq,hq)")
     overrides = {
@@ -101,13 +102,14 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the defaults are offline; a user may set it to 0
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from .records import InputError
+    from elical.records import InputError
 
     try:
         if getattr(args, "handler", None) is not None:
             return int(args.handler(args) or 0)
         if args.command == "run":
-            from .pipeline import format_table, headline_methods, run
+            from elical.evaluation.tables import format_table, headline_methods
+            from elical.jobs.run import run
 
             cfg = _config_from_args(args)
             out = args.output or os.path.join("runs", f"{cfg.preset}-{time.strftime('%Y%m%d-%H%M%S')}")

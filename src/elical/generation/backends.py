@@ -1,0 +1,293 @@
+"""Generation backends behind one interface: transformers (CPU/GPU, the default), vLLM (GPU) and any
+OpenAI-compatible server (vLLM, llama.cpp, TGI, ``transformers serve``, :mod:`elical.generation.serve`).
+
+Every backend has ``generate(prompts, keys, seed=0, n_samples=None) -> list[Generation]`` (greedy answer with
+per-token log-probs + N sampled answers per prompt, each ending at the end of its first line), plus the attributes
+``tokenizer`` (for :func:`elical.generation.base.build_prompt`; may be None for an endpoint) and ``decoding``. Records
+made from any backend have the same fields. Hidden states always come from a transformers forward pass
+(:mod:`elical.generation.features`): neither vLLM nor an endpoint returns them. Decoding follows Ni et al. (2025, Sec. 4.1).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+from elical.generation.base import DecodingConfig, Generation, seed_for
+
+__all__ = ["BACKENDS", "make_generator", "VLLMGenerator", "OpenAIGenerator", "EndpointError"]
+
+BACKENDS = ("transformers", "vllm", "openai")
+
+
+def make_generator(backend: str, model, tokenizer=None, decoding: DecodingConfig = DecodingConfig(), **kw):
+    """A generator for ``backend``: ``"transformers"`` | ``"vllm"`` | ``"openai"``.
+
+    transformers gives a :class:`elical.generation.prefix_sharing.PrefixSharingGenerator` (the batched, prefix-shared decoder).
+
+    ``model``: transformers — a loaded causal LM or a name for :func:`elical.generation.models.load_model` (then ``device``
+    and ``dtype`` may be given in ``kw``); vllm — a Hugging Face id or local directory (the default name
+    ``smollm2-135m-instruct`` resolves to its cached checkpoint), ``kw`` goes to ``vllm.LLM`` (e.g.
+    ``tensor_parallel_size=4``); openai — the model name the server serves, ``kw`` must hold ``base_url`` and may
+    hold ``api_key``, ``endpoint``, ``max_concurrency``, ``max_retries``, ``timeout``, ``backoff``, ``send_top_k``.
+    Raises ValueError for an unknown backend, ImportError when vllm is asked for but not installed.
+    """
+    if backend == "transformers":
+        if isinstance(model, str):
+            from elical.generation.models import load_model
+
+            model, tokenizer = load_model(model, device=kw.pop("device", "cpu"), dtype=kw.pop("dtype", "auto"))
+        if tokenizer is None:
+            raise ValueError("the transformers backend needs the tokenizer of the model")
+        if kw:
+            raise ValueError(f"unexpected options for the transformers backend: {sorted(kw)}")
+        from elical.generation.prefix_sharing import PrefixSharingGenerator
+
+        return PrefixSharingGenerator(model, tokenizer, decoding)
+    if backend == "vllm":
+        return VLLMGenerator(model, tokenizer=tokenizer, decoding=decoding, **kw)
+    if backend == "openai":
+        if "base_url" not in kw:
+            raise ValueError("the openai backend needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        return OpenAIGenerator(kw.pop("base_url"), model, tokenizer=tokenizer, decoding=decoding, **kw)
+    raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+
+
+def _cut_answer(text: str, tokens: list, logprobs: list) -> tuple[list, list]:
+    """Tokens and log-probs of the answer's first line: up to the first token containing a newline and none past
+    the end of ``text`` (servers may report the stop or EOS token that the text leaves out)."""
+    target = len(text.split("\n")[0].strip())
+    keep, joined = 0, ""
+    for tok in tokens:
+        piece = tok if isinstance(tok, str) else ""
+        if "\n" in piece or len(joined.strip()) >= target:
+            break
+        keep += 1
+        joined += piece
+    return list(tokens[:keep]), [float(x) for x in logprobs[:keep]]
+
+
+def _generation(greedy: tuple[str, list, list], samples: list[tuple[str, list, list]],
+                have_logprobs: bool) -> Generation:
+    """A :class:`Generation` from (text, tokens, log-probs) triples; empty log-prob lists when there are none."""
+    return Generation(
+        greedy_response=greedy[0].split("\n")[0].strip(), greedy_tokens=greedy[1], greedy_logprobs=greedy[2],
+        sampling_response=[s[0].split("\n")[0].strip() for s in samples],
+        sampling_cumulative_logprobs=[float(math.fsum(s[2])) for s in samples] if have_logprobs else [],
+        sampling_num_tokens=[len(s[2]) for s in samples] if have_logprobs else [])
+
+
+class VLLMGenerator:
+    """Greedy + N samples with vLLM (GPU), one ``LLM.generate`` call per batch.
+
+    Per batch the prompts go in twice: once with ``SamplingParams(temperature=0, logprobs=1)`` (greedy, the
+    chosen token's log-prob) and once with ``SamplingParams(n=N, temperature, top_p, top_k, logprobs=0, seed)``
+    (the sampled tokens' log-probs), both ``max_tokens=max_new_tokens`` and ``stop=["\\n"]``. Prefix caching
+    (on by default here) lets the sampled requests reuse the greedy request's prompt KV cache. vLLM returns
+    log-probs of the raw model distribution by default (``logprobs_mode="raw_logprobs"``), like the transformers
+    backend. ``llm_kwargs`` go to ``vllm.LLM`` unchanged: ``tensor_parallel_size``, ``gpu_memory_utilization``,
+    ``dtype``, ``max_model_len`` ... vllm is imported only here; raises ImportError with the install command.
+    """
+
+    def __init__(self, model: str, tokenizer=None, decoding: DecodingConfig = DecodingConfig(), llm=None,
+                 **llm_kwargs):
+        try:
+            import vllm
+        except ImportError as exc:
+            raise ImportError("the vllm backend needs vLLM on a GPU machine: pip install vllm") from exc
+        from elical.generation.models import resolve_model_path
+
+        self.decoding = decoding
+        if llm is None:
+            llm_kwargs.setdefault("enable_prefix_caching", True)
+            llm = vllm.LLM(model=resolve_model_path(model), **llm_kwargs)
+        self.llm = llm
+        self.tokenizer = tokenizer if tokenizer is not None else llm.get_tokenizer()
+        self._SamplingParams = vllm.SamplingParams
+
+    def generate(self, prompts: Sequence[str], keys: Sequence[str], seed: int = 0,
+                 n_samples: int | None = None) -> list[Generation]:
+        """Greedy + ``n_samples`` answers per prompt (see the class docstring). Each prompt's samples are seeded
+        by ``seed`` and its key, so results do not depend on the batch. Returns one Generation per prompt."""
+        d = self.decoding
+        n = d.n_samples if n_samples is None else n_samples
+        sp = self._SamplingParams
+        common = dict(max_tokens=d.max_new_tokens, stop=["\n"])
+        params = [sp(n=1, temperature=0.0, logprobs=1, **common)] * len(prompts)
+        if n:
+            params += [sp(n=n, temperature=d.temperature, top_p=d.top_p, top_k=d.top_k if d.top_k > 0 else -1,
+                          logprobs=0, seed=seed_for(seed, k), **common) for k in keys]
+        outs = self.llm.generate(list(prompts) * (2 if n else 1), params, use_tqdm=False)
+        results = []
+        for i in range(len(prompts)):
+            greedy = self._answer(outs[i].outputs[0])
+            samples = [self._answer(o) for o in outs[len(prompts) + i].outputs] if n else []
+            results.append(_generation(greedy, samples, True))
+        return results
+
+    def _answer(self, out) -> tuple[str, list, list]:
+        ids = list(out.token_ids)
+        lps = [step[t].logprob for t, step in zip(ids, out.logprobs or [])]
+        pieces = [self.tokenizer.decode([t]) for t in ids]
+        _, lps = _cut_answer(out.text, pieces, lps)
+        return out.text, self.tokenizer.convert_ids_to_tokens(ids[:len(lps)]), lps
+
+
+class EndpointError(RuntimeError):
+    """An OpenAI-compatible server that is down, keeps failing, or rejects a request; the message names the URL."""
+
+
+class OpenAIGenerator:
+    """Greedy + N samples from an OpenAI-compatible server over HTTP (``requests``; no openai package).
+
+    ``base_url``: e.g. ``http://127.0.0.1:8000/v1``; ``model``: the served model name; ``tokenizer``: used only to
+    build chat-templated prompts for ``/v1/completions`` (None: the plain instruction prompt).
+    ``endpoint``: ``"completions"`` (the default; the prompt text is sent as is, so it must carry the chat
+    template — the same prompt the transformers backend sees) or ``"chat"`` (``/v1/chat/completions``; the
+    prompt is sent as one user message and the server applies its own template). Per prompt: one greedy request
+    (temperature 0, ``logprobs``) and one sampling request with ``n`` = N (``samples_per_request="n"``) or N
+    requests of n = 1 (``"single"``, for servers without ``n``, e.g. llama.cpp); a server that answers ``n``
+    with fewer choices is asked again one sample at a time. ``seed`` goes to the server per request (derived from
+    the run seed and the key); whether sampled answers repeat depends on the server honouring it. When the server
+    gives no log-probs the Generation has empty log-prob lists (N-Prob cannot be computed from such records).
+    At most ``max_concurrency`` requests are in flight; connection errors, timeouts, 429 and 5xx are retried
+    ``max_retries`` times with exponential back-off (``backoff`` * 2^attempt seconds); then, or on another
+    4xx, :class:`EndpointError` names the URL. ``send_top_k``: send the non-OpenAI ``top_k`` field (vLLM,
+    llama.cpp, TGI accept it; set False for servers that reject unknown fields).
+    """
+
+    def __init__(self, base_url: str, model: str, tokenizer=None, decoding: DecodingConfig = DecodingConfig(), *,
+                 api_key: str | None = None, endpoint: str = "completions", samples_per_request: str = "n",
+                 max_concurrency: int = 8, max_retries: int = 3, timeout: float = 120.0, backoff: float = 0.5,
+                 send_top_k: bool = True):
+        if endpoint not in ("completions", "chat"):
+            raise ValueError(f"endpoint must be 'completions' or 'chat', got {endpoint!r}")
+        if samples_per_request not in ("n", "single"):
+            raise ValueError(f"samples_per_request must be 'n' or 'single', got {samples_per_request!r}")
+        if max_concurrency < 1 or max_retries < 0:
+            raise ValueError("max_concurrency must be >= 1 and max_retries >= 0")
+        self.base_url, self.model, self.tokenizer, self.decoding = base_url.rstrip("/"), model, tokenizer, decoding
+        self.api_key, self.endpoint, self.samples_per_request = api_key, endpoint, samples_per_request
+        self.max_concurrency, self.max_retries, self.timeout, self.backoff = max_concurrency, max_retries, timeout, \
+            backoff
+        self.send_top_k = send_top_k
+        self._local = threading.local()
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/{'chat/completions' if self.endpoint == 'chat' else 'completions'}"
+
+    def generate(self, prompts: Sequence[str], keys: Sequence[str], seed: int = 0,
+                 n_samples: int | None = None) -> list[Generation]:
+        """Greedy + ``n_samples`` answers per prompt (see the class docstring); one Generation per prompt, in
+        order. Raises :class:`EndpointError` when the server is down or rejects a request."""
+        d = self.decoding
+        n = d.n_samples if n_samples is None else n_samples
+        base = {"max_tokens": d.max_new_tokens, "stop": ["\n"]}
+        sample = dict(base, temperature=d.temperature, top_p=d.top_p)
+        if self.send_top_k and d.top_k > 0:
+            sample["top_k"] = d.top_k
+        jobs = [(p, dict(base, temperature=0.0, n=1)) for p in prompts]
+        for p, k in zip(prompts, keys):
+            s = seed_for(seed, k) % (2 ** 31)
+            if n and self.samples_per_request == "n":
+                jobs.append((p, dict(sample, n=n, seed=s)))
+            elif n:
+                jobs += [(p, dict(sample, n=1, seed=(s + j) % (2 ** 31))) for j in range(n)]
+        answers = self._map(lambda job: self._choices(*job), jobs)
+        greedy, rest = answers[:len(prompts)], answers[len(prompts):]
+        per = 1 if self.samples_per_request == "n" else n
+        results = []
+        for i, p in enumerate(prompts):
+            samples = [c for got in rest[i * per:(i + 1) * per] for c in got] if n else []
+            if len(samples) < n:  # the server ignored n: ask for the rest one at a time
+                s = seed_for(seed, keys[i]) % (2 ** 31)
+                extra = self._map(lambda j: self._choices(p, dict(sample, n=1, seed=(s + j) % (2 ** 31))),
+                                  range(len(samples), n))
+                samples += [c for got in extra for c in got]
+            have = greedy[i][0][3] and all(s[3] for s in samples)
+            results.append(_generation(greedy[i][0][:3], [s[:3] for s in samples[:n]], have))
+        return results
+
+    def complete(self, prompts: Sequence[str], max_tokens: int = 64, temperature: float = 0.0,
+                 stop: Sequence[str] | None = None) -> list[str]:
+        """One completion text per prompt (greedy by default), e.g. for an LLM judge; bounded concurrency and
+        retries as in :meth:`generate`. Raises :class:`EndpointError`."""
+        body = {"max_tokens": max_tokens, "temperature": temperature, "n": 1}
+        if stop:
+            body["stop"] = list(stop)
+        return [got[0][0] for got in self._map(lambda p: self._choices(p, body, logprobs=False), list(prompts))]
+
+    def _map(self, fn, items) -> list:
+        items = list(items)
+        if len(items) <= 1 or self.max_concurrency == 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    def _choices(self, prompt: str, body: dict, logprobs: bool = True) -> list[tuple[str, list, list, bool]]:
+        """(text, tokens, log-probs, server gave log-probs) per choice, in choice order."""
+        body = dict(body, model=self.model)
+        if self.endpoint == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+            if logprobs:
+                body["logprobs"] = True
+        else:
+            body["prompt"] = prompt
+            if logprobs:
+                body["logprobs"] = 1
+        reply = self._post(body)
+        out = []
+        for c in sorted(reply.get("choices") or [], key=lambda c: c.get("index", 0)):
+            text = (c.get("message") or {}).get("content") or "" if self.endpoint == "chat" else c.get("text") or ""
+            tokens, lps = _parse_logprobs(c.get("logprobs"))
+            have = lps is not None and all(x is not None for x in lps)
+            if have:
+                tokens, lps = _cut_answer(text, tokens, lps)
+            out.append((text, tokens if have else [], lps if have else [], have))
+        if not out:
+            raise EndpointError(f"{self.url}: the reply has no choices: {str(reply)[:200]}")
+        return out
+
+    def _post(self, body: dict) -> dict:
+        import requests
+
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = requests.Session()
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        problem = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                resp = session.post(self.url, json=body, headers=headers, timeout=self.timeout)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                problem = f"cannot connect ({type(exc).__name__}); is the server running?"
+                continue
+            if resp.status_code == 429 or resp.status_code >= 500:
+                problem = f"HTTP {resp.status_code}: {resp.text[:200]}"
+                continue
+            if resp.status_code >= 400:
+                raise EndpointError(f"{self.url} rejected the request: HTTP {resp.status_code}: {resp.text[:300]}")
+            try:
+                return resp.json()
+            except ValueError:
+                raise EndpointError(f"{self.url} answered with non-JSON: {resp.text[:200]!r}") from None
+        raise EndpointError(f"{self.url}: {problem} (gave up after {self.max_retries + 1} attempts)")
+
+
+def _parse_logprobs(lp) -> tuple[list, list | None]:
+    """(token strings, log-probs) from a completions (``tokens``/``token_logprobs``) or chat (``content``) log-prob
+    block; log-probs None when the server gave none."""
+    if not lp:
+        return [], None
+    if isinstance(lp, dict) and lp.get("token_logprobs") is not None:
+        return list(lp.get("tokens") or []), list(lp["token_logprobs"])
+    content = lp.get("content") if isinstance(lp, dict) else None
+    if content:
+        return [c.get("token", "") for c in content], [c.get("logprob") for c in content]
+    return [], None

@@ -1,0 +1,214 @@
+"""Confidence before answering: a trained head scores new questions with one forward pass and no generation.
+
+This is what EliCal is for (Ni et al., arXiv 2510.17509, Sec. 1 and 3): the model states how likely it is to answer
+a question correctly *before* it answers, from the hidden state of the last prompt token. A training-free estimator
+such as Consis-Sem needs N sampled answers plus judging for the same number (see
+``benchmarks/confidence_latency.py``).
+
+:class:`ConfidenceModel` loads either kind of head directory:
+
+- a :class:`elical.heads.probe.ProbeHead` directory (``head.json`` format ``elical.ProbeHead``) -- it holds the head only,
+  so the base model, layer and prompt come from the sidecar ``model.json`` (:func:`write_model_json`)::
+
+      {"format": "elical.HeadModel", "format_version": 1, "model": "smollm2-135m-instruct", "layer": -1,
+       "instruction": "Answer the following question ... Question: {question}", "token": "last real prompt token"}
+
+  ``model``: what :func:`elical.generation.models.load_model` takes (name, directory or HF id); ``layer``: index into the
+  model's ``output_hidden_states`` (-1 = final); ``instruction``: the template given to
+  :func:`elical.generation.base.build_prompt` (must contain ``{question}``). ``elical run`` writes it beside each head.
+- a :class:`elical.heads.lora.LoRAHead` directory (``head.json`` format ``elical.LoRAHead``): the base model comes from
+  ``head.json`` (``model.json``, when present, overrides it and sets the instruction; default instruction:
+  :data:`elical.generation.base.QA_INSTRUCTION`, the one ``elical run`` uses).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from elical.generation.base import QA_INSTRUCTION, build_prompt
+from elical.records import InputError
+
+__all__ = ["MODEL_JSON", "write_model_json", "read_model_json", "ConfidenceModel"]
+
+MODEL_JSON = "model.json"
+_MODEL_FORMAT = "elical.HeadModel"
+
+
+def write_model_json(directory, model: str, layer: int = -1, instruction: str = QA_INSTRUCTION) -> Path:
+    """Write the sidecar ``<directory>/model.json`` that tells :class:`ConfidenceModel` how the head's inputs were
+    made: base ``model`` (name/path/HF id), hidden ``layer`` and prompt ``instruction`` (with ``{question}``).
+    Returns its path. Raises ValueError for an instruction without ``{question}``."""
+    if "{question}" not in instruction:
+        raise ValueError("instruction must contain the placeholder {question}")
+    path = Path(directory) / MODEL_JSON
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"format": _MODEL_FORMAT, "format_version": 1, "model": str(model), "layer": int(layer),
+            "instruction": instruction, "token": "last real prompt token"}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(path, exc.lineno, None, f"malformed JSON ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise InputError(path, None, None, "expected a JSON object")
+    return obj
+
+
+def read_model_json(directory) -> dict | None:
+    """The validated sidecar of a head directory (keys model, layer, instruction), or None when it is absent.
+
+    Raises InputError naming the file and field for a malformed file."""
+    path = Path(directory) / MODEL_JSON
+    if not path.exists():
+        return None
+    meta = _read_json(path)
+    if not isinstance(meta.get("model"), str) or not meta["model"]:
+        raise InputError(path, None, "model", "expected the base model's name, directory or HF id (a string)")
+    layer = meta.get("layer", -1)
+    if not isinstance(layer, int) or isinstance(layer, bool):
+        raise InputError(path, None, "layer", f"expected an integer hidden-layer index, got {layer!r}")
+    instruction = meta.get("instruction", QA_INSTRUCTION)
+    if not isinstance(instruction, str) or "{question}" not in instruction:
+        raise InputError(path, None, "instruction", "expected a prompt template containing {question}")
+    return {"model": meta["model"], "layer": layer, "instruction": instruction}
+
+
+class ConfidenceModel:
+    """Confidence that the model will answer each question correctly, before any answer is generated.
+
+    Parameters
+    ----------
+    head : ProbeHead or LoRAHead, fitted
+    model, tokenizer : the base model the head was trained on (for a LoRAHead: the model its adapter lives in).
+    layer : int
+        Hidden layer a ProbeHead reads (index into ``output_hidden_states``; ignored for a LoRAHead: final layer).
+    instruction : str
+        Prompt template for :func:`elical.generation.base.build_prompt`.
+    method : str, optional
+        Name written beside each confidence (default: the head directory's name when loaded).
+    batch_size : int
+        Prompts per forward pass.
+    """
+
+    def __init__(self, head, model, tokenizer, *, layer: int = -1, instruction: str = QA_INSTRUCTION,
+                 method: str | None = None, batch_size: int = 16):
+        from elical.heads.probe import ProbeHead
+        from elical.heads.lora import LoRAHead
+
+        if not isinstance(head, (ProbeHead, LoRAHead)):
+            raise ValueError(f"head must be a fitted ProbeHead or LoRAHead, got {type(head).__name__}")
+        if isinstance(head, ProbeHead) and head.n_features_in_ != model.config.hidden_size:
+            raise ValueError(f"the head reads {head.n_features_in_} features but the model's hidden size is "
+                             f"{model.config.hidden_size}: not the model it was trained on")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if isinstance(head, LoRAHead):
+            from dataclasses import replace
+
+            head.config = replace(head.config, batch_size=batch_size)  # prediction batch size only
+        self.head, self.model, self.tokenizer = head, model, tokenizer
+        self.layer, self.instruction, self.batch_size = layer, instruction, batch_size
+        self.method = method or type(head).__name__
+
+    @classmethod
+    def load(cls, head_dir, model=None, device: str = "cpu", batch_size: int = 16) -> ConfidenceModel:
+        """Load a head directory written by ``ProbeHead.save`` (+ ``model.json``) or ``LoRAHead.save``.
+
+        ``model``: None (load the base model recorded with the head, on ``device``), a model name/path overriding
+        it, or a ``(model, tokenizer)`` pair already loaded (for a LoRAHead, its adapter is added to that model).
+        Raises InputError (file and field named) for a missing or malformed head directory or ``model.json``;
+        ValueError when the head does not fit the model.
+        """
+        from elical.heads.probe import ProbeHead
+        from elical.heads.lora import LoRAHead, load_base_model
+
+        head_dir = Path(head_dir)
+        head_json = head_dir / "head.json"
+        if not head_json.exists():
+            raise InputError(head_json, None, None, "not found: HEAD_DIR must be a directory with a trained head "
+                             "(e.g. <run>/heads/elical_k64)")
+        head_meta = _read_json(head_json)
+        fmt = head_meta.get("format")
+        sidecar = read_model_json(head_dir)
+        if fmt == "elical.ProbeHead":
+            if sidecar is None and (model is None or isinstance(model, str)):
+                raise InputError(head_dir / MODEL_JSON, None, None,
+                                 'missing: a ProbeHead directory needs model.json {"model": <base model>, "layer": '
+                                 '<hidden layer>, "instruction": <prompt with {question}>} (elical.heads.confidence.'
+                                 'write_model_json); in Python, model=(model, tokenizer) of the training run works too')
+            meta = sidecar or {"layer": -1, "instruction": QA_INSTRUCTION}
+            with _as_input_error(head_dir):
+                head = ProbeHead.load(head_dir)
+            lm, tok = _resolve_model(model, meta.get("model"), device)
+        elif fmt == "elical.LoRAHead":
+            meta = sidecar or {"layer": -1, "instruction": QA_INSTRUCTION}
+            name = model if isinstance(model, str) else (sidecar or {}).get("model")
+            if model is None and not name and not head_meta.get("base_model"):
+                raise InputError(head_json, None, "base_model", "no base model recorded; pass the model "
+                                 "(--model) or write model.json beside the head")
+            pair = model if isinstance(model, tuple) else (load_base_model(name, device) if name else None)
+            with _as_input_error(head_dir):
+                head = LoRAHead.load(head_dir, model=pair, device=device)
+            lm, tok = head.model, head.tokenizer
+        else:
+            raise InputError(head_json, None, "format", f"expected 'elical.ProbeHead' or 'elical.LoRAHead', got "
+                             f"{fmt!r}")
+        return cls(head, lm, tok, layer=meta["layer"], instruction=meta["instruction"], method=head_dir.name,
+                   batch_size=batch_size)
+
+    def prompts(self, questions: Sequence[str]) -> list[str]:
+        """The exact model inputs for the questions (chat template around the instruction)."""
+        if isinstance(questions, str):
+            raise ValueError("questions must be a list of strings, not one string")
+        bad = [i for i, q in enumerate(questions) if not isinstance(q, str) or not q.strip()]
+        if bad:
+            raise ValueError(f"questions must be non-empty strings; item {bad[0]} is {questions[bad[0]]!r}")
+        return [build_prompt(self.tokenizer, q, self.instruction) for q in questions]
+
+    def predict(self, questions: Sequence[str]) -> np.ndarray:
+        """Confidence for each question: ndarray of shape (n,), float64 in [0, 1], higher = more likely correct.
+
+        One batched forward pass over the prompts (``batch_size`` at a time), no generation. Raises ValueError for
+        empty or non-string questions."""
+        from elical.heads.probe import ProbeHead
+
+        prompts = self.prompts(questions)
+        if not prompts:
+            return np.zeros(0)
+        if isinstance(self.head, ProbeHead):
+            from elical.generation.features import extract_hidden_states
+
+            feats = extract_hidden_states(self.model, self.tokenizer, prompts, layer=self.layer,
+                                          batch_size=self.batch_size)
+            return self.head.predict(feats)
+        return self.head.predict(prompts)
+
+
+@contextmanager
+def _as_input_error(head_dir: Path):
+    """A head directory with missing or mismatched files is bad input (exit code 2 in the CLI)."""
+    try:
+        yield
+    except InputError:
+        raise
+    except (FileNotFoundError, ValueError, KeyError) as exc:
+        raise InputError(head_dir, None, None, f"unusable head: {exc}") from exc
+
+
+def _resolve_model(model, recorded: str | None, device: str):
+    from elical.heads.lora import load_base_model
+
+    if isinstance(model, tuple):
+        return model
+    return load_base_model(model or recorded, device)

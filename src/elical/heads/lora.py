@@ -1,0 +1,591 @@
+"""LoRA + linear head on the language model itself: EliCal as trained in the paper.
+
+Ni et al. (*Annotation-Efficient Universal Honesty Alignment*, arXiv 2510.17509, Sec. 3) keep the base model frozen,
+add LoRA adapters (rank 8, alpha 16, dropout 0) to every attention and MLP projection and put a linear head with a
+sigmoid on the final layer's hidden state of the last prompt token; MSE loss, AdamW (weight decay 0.1), linear
+warm-up over 10 % of the steps then linear decay (the transformers Trainer schedule of their code, shifted by one
+step so that no step has a zero rate), gradient accumulation and early stopping on a validation loss.
+:mod:`elical.heads.probe` is the fast path (frozen features, head only); this module trains the adapters too.
+
+- :func:`fit_lora_eli_only` -- stage 1, elicitation, on the unlabelled pool's self-consistency (Eli-Only).
+- :func:`fit_lora_elical` -- stage 2, calibration: continues from the stage-1 adapter *and* head on the k labelled
+  questions (the adapter keeps training unless ``freeze_lora=True``).
+- :func:`fit_lora_cal_only` -- baseline: the same architecture from scratch on the same k questions.
+
+Several heads share one base model: each :class:`LoRAHead` injects its own named peft adapter into the model and
+switches it on only inside its own forward passes; outside them every adapter is off, so the model keeps giving
+its original outputs to generation and feature extraction. Deviations from the paper, all configurable: the head
+reads standardised hidden states (mean/scale of the training prompts' initial states; an affine
+reparametrisation of a linear head that keeps AdamW well conditioned under the few huge "massive activation"
+dimensions) and learns at ``head_learning_rate`` (1e-3), the adapters at ``learning_rate`` (1e-4), because our
+pools are thousands of times smaller than HonestyBench's 560k questions.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+import os
+import warnings
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from elical.heads.probe import MIN_SAMPLES_FOR_VALIDATION, holdout_split
+
+__all__ = ["LoRAConfig", "LoRAHead", "detect_target_modules", "fit_lora_eli_only", "fit_lora_elical",
+           "fit_lora_cal_only"]
+
+_FORMAT = "elical.LoRAHead"
+_FORMAT_VERSION = 1
+_PEFT_PREFIX = "base_model.model."  # key prefix of a PeftModel's adapter file: PeftModel.from_pretrained reads ours
+_names = itertools.count()
+_MAX_STAT_PROMPTS = 2048  # prompts whose initial hidden states set the standardisation
+
+
+@dataclass(frozen=True)
+class LoRAConfig:
+    """Hyper-parameters of a :class:`LoRAHead`. Defaults: the paper's LoRA and optimiser settings.
+
+    rank, alpha, dropout : LoRA rank r, scaling alpha (update scaled by alpha / r) and dropout (paper: 8, 16, 0).
+    target_modules : names of the projections that get adapters; None detects every linear projection of the
+        decoder (:func:`detect_target_modules`: q/k/v/o and gate/up/down for Llama-like models).
+    learning_rate : peak AdamW step size of the adapters; head_learning_rate: of the head (None: the same).
+    weight_decay : AdamW decoupled weight decay (paper: 0.1). warmup_ratio: share of the planned optimiser steps
+        with a linear warm-up; the rate then decays linearly towards 0 at ``max_epochs`` (paper: 0.1).
+    batch_size : prompts per forward pass; grad_accumulation: forward passes per optimiser step (effective batch
+        ``batch_size * grad_accumulation``; the paper: 16 x 8 on 560k questions). max_grad_norm: gradient clipping
+        (None: off; the transformers Trainer default is 1.0).
+    max_epochs, patience, tol : early stopping as :class:`elical.heads.probe.ProbeHead`: stop after ``patience`` epochs
+        without a validation-MSE decrease larger than ``tol``; keep the best epoch's weights (epoch 0 included).
+    validation_fraction : seeded share of the training prompts held out for early stopping when no ``val`` is
+        given (none below :data:`elical.heads.probe.MIN_SAMPLES_FOR_VALIDATION` prompts: then
+        ``min(max_epochs, epochs_without_validation)`` epochs and the last weights).
+    freeze_lora : train the head only, keeping the adapter as it starts (stage 2 option; the paper's default,
+        and ours, is to keep training it).
+    random_state : seeds the adapter and head initialisation, the validation split, the shuffling and LoRA
+        dropout; the global torch RNG state is saved and restored around :meth:`LoRAHead.fit`.
+    """
+
+    rank: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    target_modules: tuple[str, ...] | None = None
+    learning_rate: float = 1e-4
+    head_learning_rate: float | None = 1e-3
+    weight_decay: float = 0.1
+    warmup_ratio: float = 0.1
+    batch_size: int = 16
+    grad_accumulation: int = 1
+    max_grad_norm: float | None = 1.0
+    max_epochs: int = 10
+    patience: int = 4
+    tol: float = 1e-5
+    validation_fraction: float = 0.2
+    epochs_without_validation: int = 5
+    freeze_lora: bool = False
+    random_state: int = 0
+
+    def __post_init__(self):
+        if self.target_modules is not None:
+            object.__setattr__(self, "target_modules", tuple(self.target_modules))
+        for name in ("rank", "batch_size", "grad_accumulation", "patience"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"LoRAConfig.{name} must be a positive integer, got {value!r}")
+        for name in ("max_epochs", "epochs_without_validation", "random_state"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"LoRAConfig.{name} must be a non-negative integer, got {value!r}")
+        if not (self.alpha > 0 and self.learning_rate > 0 and (self.head_learning_rate or 1) > 0):
+            raise ValueError("LoRAConfig.alpha, learning_rate and head_learning_rate must be > 0")
+        if not (self.weight_decay >= 0 and self.tol >= 0 and (self.max_grad_norm or 1) > 0):
+            raise ValueError("LoRAConfig.weight_decay and tol must be >= 0, max_grad_norm > 0 or None")
+        for name in ("dropout", "warmup_ratio", "validation_fraction"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"LoRAConfig.{name} must be in [0, 1), got {getattr(self, name)!r}")
+
+
+def detect_target_modules(model) -> tuple[str, ...]:
+    """Names of the linear projections inside the model's blocks, the LoRA targets (the paper: all of them).
+
+    Every ``torch.nn.Linear`` (or transformers ``Conv1D``, GPT-2 style) except the output embedding (``lm_head``),
+    by its last name component: ``('down_proj', 'gate_proj', 'k_proj', 'o_proj', 'q_proj', 'up_proj', 'v_proj')``
+    for Llama/Qwen/SmolLM2. Layers already wrapped by peft count by their own name. Raises ValueError when there is
+    none.
+    """
+    import torch
+    from peft.tuners.tuners_utils import BaseTunerLayer
+    from transformers.pytorch_utils import Conv1D
+
+    out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    names = set()
+    for qualified, module in model.named_modules():
+        leaf = qualified.rsplit(".", 1)[-1]
+        if "lora_" in qualified or "base_layer" in qualified or module is out or leaf in ("lm_head", "score"):
+            continue
+        if isinstance(module, (BaseTunerLayer, torch.nn.Linear, Conv1D)):
+            names.add(leaf)
+    if not names:
+        raise ValueError(f"no linear projection found in {type(model).__name__} to put LoRA adapters on")
+    return tuple(sorted(names))
+
+
+def _rng_devices(model) -> list[int]:
+    """CUDA devices whose RNG :meth:`LoRAHead.fit` forks (saves and restores)."""
+    return sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
+
+
+@contextmanager
+def _adapter_on(model, name: str, trainable: bool):
+    """Switch on adapter ``name`` alone (its weights trainable or not); switch every adapter off afterwards."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+    for layer in layers:
+        layer.set_adapter(name)
+        layer.enable_adapters(True)  # also marks the active adapter's weights trainable
+    if not trainable:
+        key = f".{name}."
+        for param_name, param in model.named_parameters():
+            if key in param_name:
+                param.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.enable_adapters(False)
+
+
+def _as_prompts(prompts, name: str) -> list[str]:
+    if isinstance(prompts, str) or not all(isinstance(p, str) and p for p in prompts):
+        raise ValueError(f"{name} must be a sequence of non-empty strings")
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError(f"{name} is empty")
+    return prompts
+
+
+def _as_targets(targets, n: int, name: str) -> np.ndarray:
+    y = np.asarray(targets, dtype=np.float32)
+    if y.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) to match the prompts, got {y.shape}")
+    if not np.isfinite(y).all() or y.min() < 0 or y.max() > 1:
+        raise ValueError(f"{name} must lie in [0, 1] (a probability target)")
+    return y
+
+
+class LoRAHead:
+    """A sigmoid linear head on the final-layer hidden state of the last prompt token, with LoRA adapters on the
+    base model (EliCal's architecture, Ni et al., arXiv 2510.17509, Sec. 3).
+
+    Parameters
+    ----------
+    model, tokenizer : a transformers causal LM (or its backbone) and its tokenizer, e.g. from
+        :func:`elical.generation.models.load_model`. Any device; with ``device_map="auto"`` (accelerate) the model may span
+        several GPUs; the head sits on the device of the input embeddings. The model is shared: this head
+        adds its own adapter to it and leaves it switched off outside :meth:`fit` / :meth:`predict`.
+    config : :class:`LoRAConfig`
+    base_model : str, optional
+        Name or path of the base model, written to ``head.json`` so :meth:`load` (and
+        :class:`elical.heads.confidence.ConfidenceModel`) can reload it; default ``model.config._name_or_path``.
+
+    Attributes (after fit or load)
+    ------------------------------
+    adapter_name_ : str, the peft adapter's name in ``model``. target_modules_ : tuple of str.
+    head_ : torch.nn.Linear(hidden_size, 1), float32. mean_, scale_ : float32 tensors of shape (hidden_size,).
+    history_ : list of (epoch, train_loss or None, val_loss or None); n_epochs_, best_epoch_, best_val_loss_.
+    """
+
+    def __init__(self, model, tokenizer, config: LoRAConfig | None = None, *, base_model: str | None = None):
+        self.model, self.tokenizer = model, tokenizer
+        self.config = config if config is not None else LoRAConfig()
+        self.base_model = base_model or getattr(getattr(model, "config", None), "_name_or_path", None)
+
+    # ------------------------------------------------------------------ model plumbing
+    def _inject(self, target_modules: Sequence[str]) -> None:
+        from peft import LoraConfig, inject_adapter_in_model
+        from peft.tuners.tuners_utils import cast_adapter_dtype
+
+        cfg = self.config
+        self.adapter_name_ = f"elical_{os.getpid()}_{next(_names)}"
+        self.target_modules_ = tuple(target_modules)
+        self.peft_config_ = LoraConfig(r=int(cfg.rank), lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
+                                       target_modules=list(self.target_modules_), bias="none")
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Already found a `peft_config`.*")
+            inject_adapter_in_model(self.peft_config_, self.model, adapter_name=self.adapter_name_)
+        cast_adapter_dtype(self.model, self.adapter_name_)  # float32 adapters on a bf16/fp16 model, as peft does
+        for layer in self._tuner_layers():
+            layer.enable_adapters(False)
+        self._device = next(p for p in self.model.parameters()).device
+        self.model.requires_grad_(False)
+
+    def _tuner_layers(self):
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        return [m for m in self.model.modules() if isinstance(m, BaseTunerLayer)]
+
+    def _adapter_params(self) -> dict:
+        key = f".{self.adapter_name_}."
+        return {n: p for n, p in self.model.named_parameters() if key in n and "lora_" in n}
+
+    def _encode(self, prompts: Sequence[str]) -> dict:
+        enc = self.tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
+        return {k: v.to(self._device) for k, v in enc.items()}
+
+    def _last_hidden(self, enc: dict):
+        """Final-layer hidden state of each row's last real token, float32, shape (batch, hidden_size), on the
+        device of ``mean_``; the caller switches the adapter on."""
+        import torch
+
+        from elical.generation.features import last_token_index
+
+        backbone = getattr(self.model, "base_model", self.model)
+        mask = enc["attention_mask"]
+        # Positions count real tokens only, so a left-padded row sees the same positions as when unpadded.
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        hidden = backbone(input_ids=enc["input_ids"], attention_mask=mask, position_ids=positions,
+                          use_cache=False).last_hidden_state
+        idx = last_token_index(mask).to(hidden.device)
+        last = hidden[torch.arange(hidden.shape[0], device=hidden.device), idx]
+        return last.to(self.mean_.device, torch.float32)
+
+    def _logits(self, enc: dict):
+        """Head logits, shape (batch,), float32."""
+        return self.head_((self._last_hidden(enc) - self.mean_) / self.scale_).squeeze(-1)
+
+    def _predict_batches(self, prompts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        out = []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with _adapter_on(self.model, self.adapter_name_, trainable=False), torch.no_grad():
+                for start in range(0, len(prompts), self.config.batch_size):
+                    enc = self._encode(prompts[start:start + self.config.batch_size])
+                    out.append(torch.sigmoid(self._logits(enc)).cpu().numpy())
+        finally:
+            self.model.train(was_training)
+        return np.concatenate(out).astype(np.float64)
+
+    # ------------------------------------------------------------------ public API
+    def fit(self, prompts, targets, *, val=None, init: LoRAHead | None = None) -> LoRAHead:
+        """Train the adapter and the head; keep the weights with the lowest validation MSE (epoch 0 included).
+
+        Parameters
+        ----------
+        prompts : sequence of str, length n
+            Exact model inputs (e.g. :func:`elical.generation.base.build_prompt` output); no special tokens are added.
+        targets : array of shape (n,), values in [0, 1]
+            Self-consistency (stage 1), sample accuracy or greedy correctness (stage 2).
+        val : (prompts_val, targets_val), optional
+            Validation data for early stopping; without it a seeded ``validation_fraction`` of the prompts is held
+            out (none below :data:`elical.heads.probe.MIN_SAMPLES_FOR_VALIDATION` prompts).
+        init : LoRAHead, optional
+            A fitted head on the *same model object* to continue from (EliCal stage 2): its adapter, head and
+            standardisation are copied into this head's own adapter; ``init`` is not modified. Its rank, alpha and
+            target modules are used whatever this head's config says.
+
+        Returns self. Raises ValueError for bad prompts/targets, a second call to fit, or an ``init`` that is not
+        fitted or sits on another model.
+        """
+        import torch
+
+        cfg = self.config
+        if hasattr(self, "adapter_name_"):
+            raise ValueError("this LoRAHead is already fitted; create a new one (fit(init=...) to continue)")
+        prompts = _as_prompts(prompts, "prompts")
+        y = _as_targets(targets, len(prompts), "targets")
+        if val is not None:
+            val_prompts = _as_prompts(val[0], "val prompts")
+            val = (val_prompts, _as_targets(val[1], len(val_prompts), "val targets"))
+        if init is not None:
+            if not isinstance(init, LoRAHead) or not hasattr(init, "head_"):
+                raise ValueError("init must be a fitted LoRAHead")
+            if init.model is not self.model:
+                raise ValueError("init was trained on another model object; stage 2 continues on the same model")
+            self.config = cfg = replace(cfg, rank=init.config.rank, alpha=init.config.alpha,
+                                        target_modules=init.target_modules_)
+        if val is None and len(prompts) >= MIN_SAMPLES_FOR_VALIDATION and cfg.validation_fraction > 0:
+            train_idx, val_idx = holdout_split(len(prompts), cfg.validation_fraction, cfg.random_state)
+            val = ([prompts[i] for i in val_idx], y[val_idx])
+            prompts, y = [prompts[i] for i in train_idx], y[train_idx]
+        epochs = cfg.max_epochs if val is not None else min(cfg.max_epochs, cfg.epochs_without_validation)
+
+        with torch.random.fork_rng(devices=_rng_devices(self.model)):
+            torch.manual_seed(cfg.random_state)  # peft's adapter init and LoRA dropout draw from the global RNG
+            generator = torch.Generator().manual_seed(cfg.random_state)
+            self._inject(cfg.target_modules or (init.target_modules_ if init else detect_target_modules(self.model)))
+            hidden_size = self.model.config.hidden_size
+            if init is not None:
+                src, dst = f".{init.adapter_name_}.", f".{self.adapter_name_}."
+                ours = self._adapter_params()
+                with torch.no_grad():
+                    for name, p in init._adapter_params().items():
+                        ours[name.replace(src, dst)].copy_(p)
+                self.head_ = copy.deepcopy(init.head_)
+                self.mean_, self.scale_ = init.mean_.clone(), init.scale_.clone()
+            else:
+                self._init_head(hidden_size, prompts, generator)
+            history, best = self._train(prompts, y, val, epochs, generator)
+        self.history_, self.n_epochs_, self.best_epoch_ = history, history[-1][0], best
+        self.best_val_loss_ = None if val is None else history[best][2]
+        return self
+
+    def _init_head(self, hidden_size: int, prompts: list[str], generator) -> None:
+        import torch
+
+        head = torch.nn.utils.skip_init(torch.nn.Linear, hidden_size, 1)
+        torch.nn.init.kaiming_uniform_(head.weight, a=math.sqrt(5), generator=generator)
+        bound = 1.0 / math.sqrt(hidden_size)
+        torch.nn.init.uniform_(head.bias, -bound, bound, generator=generator)
+        # Standardisation from the prompts' initial final hidden states (LoRA B starts at zero: the base model's).
+        n = min(len(prompts), _MAX_STAT_PROMPTS)
+        pick = torch.randperm(len(prompts), generator=generator)[:n].tolist()
+        self.mean_ = torch.zeros(hidden_size, device=self._device)  # _last_hidden puts states on mean_'s device
+        states, bs = [], self.config.batch_size
+        with _adapter_on(self.model, self.adapter_name_, trainable=False), torch.no_grad():
+            for start in range(0, n, bs):
+                states.append(self._last_hidden(self._encode([prompts[i] for i in pick[start:start + bs]])))
+        states = torch.cat(states).double()
+        scale = states.std(dim=0, unbiased=False)
+        scale[scale == 0] = 1.0  # as scikit-learn's StandardScaler
+        self.mean_, self.scale_ = states.mean(dim=0).float(), scale.float()
+        self.head_ = head.to(self.mean_.device)
+
+    def _train(self, prompts, y, val, epochs, generator) -> tuple[list, int]:
+        import torch
+
+        cfg = self.config
+        lora = list(self._adapter_params().values())
+        groups = [{"params": list(self.head_.parameters()), "lr": cfg.head_learning_rate or cfg.learning_rate}]
+        if not cfg.freeze_lora:
+            groups.append({"params": lora, "lr": cfg.learning_rate})
+        optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
+        n_batches = math.ceil(len(prompts) / cfg.batch_size)
+        steps_per_epoch = math.ceil(n_batches / cfg.grad_accumulation)
+        total = max(1, epochs * steps_per_epoch)
+        warmup = math.ceil(cfg.warmup_ratio * total)
+
+        def rate(step):  # linear warm-up, then linear decay; no step at rate 0 (a 1-step stage 2 still learns)
+            return (step + 1) / warmup if step < warmup else (total - step) / max(1, total - warmup)
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+        trainable = [p for g in groups for p in g["params"]]
+        y_t = torch.from_numpy(y)
+
+        def snapshot():
+            return ({k: v.detach().cpu().clone() for k, v in self._adapter_params().items()},
+                    {k: v.detach().cpu().clone() for k, v in self.head_.state_dict().items()})
+
+        def val_loss():
+            pred = self._predict_batches(val[0])
+            return float(np.mean((pred - val[1].astype(np.float64)) ** 2))
+
+        best_val = None if val is None else val_loss()
+        history, best_epoch, stale, best_state = [(0, None, best_val)], 0, 0, snapshot()
+        was_training = self.model.training
+        for epoch in range(1, epochs + 1):
+            order = torch.randperm(len(prompts), generator=generator).tolist()
+            batches = [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+            total_loss = 0.0
+            self.model.train()
+            with _adapter_on(self.model, self.adapter_name_, trainable=not cfg.freeze_lora):
+                for step_start in range(0, len(batches), cfg.grad_accumulation):
+                    group = batches[step_start:step_start + cfg.grad_accumulation]
+                    group_size = sum(len(b) for b in group)
+                    optimizer.zero_grad(set_to_none=True)
+                    for batch in group:
+                        pred = torch.sigmoid(self._logits(self._encode([prompts[i] for i in batch])))
+                        target = y_t[batch].to(pred.device)
+                        loss = torch.nn.functional.mse_loss(pred, target, reduction="sum") / group_size
+                        loss.backward()
+                        total_loss += loss.detach().item() * group_size
+                    if cfg.max_grad_norm:
+                        torch.nn.utils.clip_grad_norm_(trainable, cfg.max_grad_norm)
+                    optimizer.step()
+                    scheduler.step()
+            self.model.train(was_training)
+            current = None if val is None else val_loss()
+            history.append((epoch, total_loss / len(prompts), current))
+            if val is None:
+                best_epoch = epoch
+                continue
+            stale = 0 if current < best_val - cfg.tol else stale + 1
+            if current < best_val:
+                best_val, best_epoch, best_state = current, epoch, snapshot()
+            if stale >= cfg.patience:
+                break
+        if val is not None:
+            adapter, head = best_state
+            params = self._adapter_params()
+            with torch.no_grad():
+                for k, v in adapter.items():
+                    params[k].copy_(v)
+            self.head_.load_state_dict(head)
+        return history, best_epoch
+
+    def predict(self, prompts) -> np.ndarray:
+        """Confidence that the model answers each prompt correctly, from one forward pass (no generation).
+
+        ``prompts``: sequence of n strings (exact model inputs, as for :meth:`fit`). Returns ndarray of shape (n,),
+        float64, in [0, 1]. Padding side does not matter (the last *real* token is read). Raises ValueError when
+        not fitted or for empty/non-string prompts.
+        """
+        if not hasattr(self, "head_"):
+            raise ValueError("this LoRAHead is not fitted yet; call fit (or LoRAHead.load) first")
+        return np.clip(self._predict_batches(_as_prompts(prompts, "prompts")), 0.0, 1.0)
+
+    def release(self) -> None:
+        """Remove this head's adapter from the shared model (the head can no longer predict)."""
+        from peft.tuners.tuners_utils import delete_adapter
+
+        if hasattr(self, "adapter_name_"):
+            with warnings.catch_warnings():  # "adapter ... was active": every adapter is off between passes anyway
+                warnings.simplefilter("ignore", UserWarning)
+                delete_adapter(self.model, self.adapter_name_, prefix="lora_")
+            getattr(self.model, "peft_config", {}).pop(self.adapter_name_, None)
+            del self.adapter_name_, self.head_
+
+    def save(self, directory) -> None:
+        """Write the peft adapter (``adapter_config.json`` + ``adapter_model.safetensors``, readable by
+        ``peft.PeftModel.from_pretrained(base, directory)``), ``head.safetensors`` (head weight/bias, mean, scale)
+        and ``head.json`` (format, base model, config, target modules, training history). No pickle.
+
+        Raises ValueError when not fitted.
+        """
+        import torch
+        from peft import get_peft_model_state_dict
+        from safetensors.torch import save_file
+
+        if not hasattr(self, "head_"):
+            raise ValueError("this LoRAHead is not fitted yet; nothing to save")
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = get_peft_model_state_dict(self.model, adapter_name=self.adapter_name_)
+        adapter = {_PEFT_PREFIX + k: v.detach().cpu().contiguous() for k, v in state.items()}
+        head = {"head.weight": self.head_.weight, "head.bias": self.head_.bias, "mean": self.mean_,
+                "scale": self.scale_}
+        head = {k: v.detach().cpu().contiguous().to(torch.float32) for k, v in head.items()}
+        meta = {
+            "format": _FORMAT, "format_version": _FORMAT_VERSION, "base_model": self.base_model,
+            "hidden_size": int(self.head_.in_features), "target_modules": list(self.target_modules_),
+            "token": "last real prompt token", "layer": "final (after the final norm)",
+            "config": {**asdict(self.config), "target_modules": list(self.target_modules_)},
+            "fitted": {"n_epochs_": self.n_epochs_, "best_epoch_": self.best_epoch_,
+                       "best_val_loss_": self.best_val_loss_, "history_": [list(r) for r in self.history_]},
+        }
+        peft_cfg = copy.deepcopy(self.peft_config_)
+        peft_cfg.base_model_name_or_path = self.base_model
+        peft_cfg.save_pretrained(str(directory))
+        for name, tensors in (("adapter_model.safetensors", adapter), ("head.safetensors", head)):
+            save_file(tensors, str(directory / (name + ".tmp")), metadata={"format": "pt"})
+            os.replace(directory / (name + ".tmp"), directory / name)
+        (directory / "head.json.tmp").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        os.replace(directory / "head.json.tmp", directory / "head.json")
+
+    @classmethod
+    def load(cls, directory, model=None, device: str = "cpu") -> LoRAHead:
+        """Read a head written by :meth:`save` (safetensors + JSON, no pickle).
+
+        ``model``: None (load ``head.json``'s ``base_model`` with :func:`elical.generation.models.load_model` on ``device``;
+        ``device="auto"`` spreads it over the GPUs with accelerate) or a ``(model, tokenizer)`` pair already loaded
+        (shared: the adapter is added to it). Raises FileNotFoundError for missing files, ValueError for a
+        directory that is not a LoRAHead or weights that do not match the model.
+        """
+        import torch
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        meta = json.loads((directory / "head.json").read_text(encoding="utf-8"))
+        if meta.get("format") != _FORMAT:
+            raise ValueError(f"{directory / 'head.json'}: not a {_FORMAT} file (format={meta.get('format')!r})")
+        lm, tok = model if model is not None else load_base_model(meta["base_model"], device)
+        known = {f.name for f in fields(LoRAConfig)}
+        config = LoRAConfig(**{k: v for k, v in meta["config"].items() if k in known})
+        head = cls(lm, tok, config, base_model=meta["base_model"])
+        if lm.config.hidden_size != meta["hidden_size"]:
+            raise ValueError(f"{directory}: head was trained on hidden size {meta['hidden_size']}, the model has "
+                             f"{lm.config.hidden_size}")
+        with torch.random.fork_rng(devices=_rng_devices(lm)):
+            head._inject(meta["target_modules"])
+        adapter = {k[len(_PEFT_PREFIX):]: v for k, v in load_file(str(directory / "adapter_model.safetensors")).items()}
+        result = set_peft_model_state_dict(lm, adapter, adapter_name=head.adapter_name_)
+        missing = [k for k in getattr(result, "missing_keys", []) if f".{head.adapter_name_}." in k]
+        if missing:
+            raise ValueError(f"{directory / 'adapter_model.safetensors'}: {len(missing)} adapter weights missing "
+                             f"(e.g. {missing[0]}): not an adapter of this model")
+        tensors = load_file(str(directory / "head.safetensors"))
+        out_device = head._device
+        linear = torch.nn.Linear(meta["hidden_size"], 1)
+        linear.load_state_dict({"weight": tensors["head.weight"], "bias": tensors["head.bias"]})
+        head.head_ = linear.to(out_device)
+        head.mean_, head.scale_ = tensors["mean"].to(out_device), tensors["scale"].to(out_device)
+        fitted = meta["fitted"]
+        head.history_ = [tuple(r) for r in fitted["history_"]]
+        head.n_epochs_, head.best_epoch_ = fitted["n_epochs_"], fitted["best_epoch_"]
+        head.best_val_loss_ = fitted["best_val_loss_"]
+        return head
+
+
+def load_base_model(name: str, device: str = "cpu"):
+    """``(model, tokenizer)`` for a head's base model: :func:`elical.generation.models.load_model`, or with ``device="auto"``
+    transformers' ``device_map="auto"`` (accelerate spreads the layers over every visible GPU, bfloat16)."""
+    if device != "auto":
+        from elical.generation.models import load_model
+
+        return load_model(name, device=device)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from elical.generation.models import resolve_model_path
+
+    path = resolve_model_path(name)
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, device_map="auto")
+    lm.eval()
+    return lm, tok
+
+
+def fit_lora_eli_only(model, tokenizer, prompts, self_consistency, *, config: LoRAConfig | None = None,
+                      base_model: str | None = None) -> LoRAHead:
+    """EliCal stage 1 (elicitation) with LoRA; alone, the Eli-Only baseline (Ni et al., arXiv 2510.17509).
+
+    ``prompts``: n pool prompts; ``self_consistency``: shape (n,), in [0, 1] (``c_cons``). Early stopping holds out
+    a seeded ``validation_fraction`` of the pool and uses *its* self-consistency: no correctness label is read.
+    """
+    return LoRAHead(model, tokenizer, config, base_model=base_model).fit(prompts, self_consistency)
+
+
+def fit_lora_elical(eli_head: LoRAHead, prompts_k, y_k, *, config: LoRAConfig | None = None,
+                    **overrides) -> LoRAHead:
+    """EliCal stage 2 (calibration): continue from the stage-1 adapter and head on the k labelled questions.
+
+    ``prompts_k``: k prompts; ``y_k``: shape (k,), in [0, 1] (sample accuracy ``c_acc``, or greedy correctness).
+    The config defaults to ``eli_head.config`` with ``overrides`` (e.g. ``freeze_lora=True`` to train the head
+    only, ``max_epochs``); rank, alpha and target modules stay stage 1's. Validation is a seeded held-out part of
+    the k questions (none below :data:`elical.heads.probe.MIN_SAMPLES_FOR_VALIDATION`); if no epoch beats the stage-1
+    weights on it, the stage-1 weights are kept. ``eli_head`` is not modified.
+    """
+    if not isinstance(eli_head, LoRAHead):
+        raise ValueError(f"eli_head must be a fitted LoRAHead, got {type(eli_head).__name__}")
+    cfg = replace(config if config is not None else eli_head.config, **overrides)
+    head = LoRAHead(eli_head.model, eli_head.tokenizer, cfg, base_model=eli_head.base_model)
+    return head.fit(prompts_k, y_k, init=eli_head)
+
+
+def fit_lora_cal_only(model, tokenizer, prompts_k, y_k, *, config: LoRAConfig | None = None,
+                      base_model: str | None = None) -> LoRAHead:
+    """Cal-Only baseline: the LoRA + linear head trained from scratch on the same k labelled questions
+    (Ni et al., arXiv 2510.17509). Validation inside the k questions as :func:`fit_lora_elical`."""
+    return LoRAHead(model, tokenizer, config, base_model=base_model).fit(prompts_k, y_k)

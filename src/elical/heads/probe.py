@@ -1,0 +1,509 @@
+"""Probe heads on frozen hidden states: the two EliCal stages and their baselines.
+
+EliCal (Ni et al., arXiv 2510.17509) fits a head with a sigmoid output on the hidden state of the last
+prompt token, trained with MSE loss and AdamW (weight decay 0.1, warm-up ratio 0.1). The paper trains LoRA
+adapters together with a linear head; this module is the fast path: the backbone stays frozen and only the head
+learns, on features extracted once (see :mod:`elical.generation.features`).
+
+- :func:`fit_eli_only` -- stage 1, elicitation: target is the self-consistency ``c_cons`` of the unlabelled pool.
+- :func:`fit_elical` -- stage 2, calibration: continue from the stage-1 head on the k labelled questions.
+- :func:`fit_cal_only` -- baseline: the same head trained from scratch on the k labelled questions.
+
+Protocol (DESIGN.md): early stopping and checkpoint choice use a validation split of *training* questions only;
+in stage 2 that split is carved out of the k labelled questions, nothing else.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from sklearn.base import BaseEstimator
+from sklearn.preprocessing import StandardScaler
+
+__all__ = ["holdout_split", "ProbeHead", "fit_eli_only", "fit_elical", "fit_cal_only", "MIN_SAMPLES_FOR_VALIDATION"]
+
+#: Below this many training samples (and without an explicit validation set) no validation split is carved out:
+#: with fewer than 10 questions a held-out part of one or two questions says nothing, and it would take a large
+#: share of the labels. The head then trains for ``min(max_epochs, epochs_without_validation)`` epochs.
+MIN_SAMPLES_FOR_VALIDATION = 10
+
+_KINDS = ("linear", "mlp")
+_FORMAT = "elical.ProbeHead"
+_FORMAT_VERSION = 1
+_EVAL_CHUNK = 16384  # rows per forward pass when predicting; bounds memory for the mlp's hidden layer
+
+
+def _check_X(X, name: str) -> np.ndarray:
+    arr = _as_float32(X, name, "(n_samples, n_features)")
+    if arr.ndim != 2 or 0 in arr.shape:
+        raise ValueError(f"{name} must be 2-D of shape (n_samples, n_features) with at least one sample and "
+                         f"one feature, got shape {arr.shape}")
+    return _finite(arr, name)
+
+
+def _check_y(y, name: str, n_samples: int, x_name: str) -> np.ndarray:
+    arr = _as_float32(y, name, "(n_samples,)")
+    if arr.ndim != 1 or arr.shape[0] != n_samples:
+        raise ValueError(f"{name} must be 1-D of shape (n_samples,) = ({n_samples},) to match {x_name}, "
+                         f"got shape {arr.shape}")
+    if _finite(arr, name).min() < 0.0 or arr.max() > 1.0:
+        raise ValueError(f"{name} must lie in [0, 1] (a probability target), got range [{arr.min()}, {arr.max()}]")
+    return arr
+
+
+def _as_float32(values, name: str, shape: str) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a numeric array of shape {shape}: {exc}") from None
+
+
+def _finite(arr: np.ndarray, name: str) -> np.ndarray:
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinite values (or values too large for float32)")
+    return arr
+
+
+def _build_net(kind: str, n_features: int, hidden_size: int, generator: torch.Generator) -> torch.nn.Sequential:
+    # skip_init builds the layers without nn.Linear's own reset_parameters, which would draw from the global RNG;
+    # the initialisation is then PyTorch's default (Kaiming-uniform weights, uniform bias), drawn from `generator`.
+    if kind == "linear":
+        layers = [torch.nn.utils.skip_init(torch.nn.Linear, n_features, 1)]
+    else:
+        layers = [
+            torch.nn.utils.skip_init(torch.nn.Linear, n_features, hidden_size),
+            torch.nn.ReLU(),
+            torch.nn.utils.skip_init(torch.nn.Linear, hidden_size, 1),
+        ]
+    for layer in layers:
+        if isinstance(layer, torch.nn.Linear):
+            torch.nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
+            bound = 1.0 / math.sqrt(layer.in_features)
+            torch.nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
+    return torch.nn.Sequential(*layers)
+
+
+def _standardize(X: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    # numpy, not torch: single-threaded and fast even when other processes load the cores.
+    Z = X - mean.astype(np.float32)
+    Z /= scale.astype(np.float32)
+    return Z
+
+
+def _confidence(net: torch.nn.Module, X: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(net(X).squeeze(-1))
+
+
+class ProbeHead(BaseEstimator):
+    """A sigmoid head on frozen features, trained with MSE on targets in [0, 1] (EliCal, arXiv 2510.17509).
+
+    Parameters
+    ----------
+    kind : {"linear", "mlp"}
+        ``"linear"``: Linear -> sigmoid (the paper's head). ``"mlp"``: Linear -> ReLU -> Linear -> sigmoid.
+    hidden_size : int
+        Width of the mlp's hidden layer (ignored for ``"linear"``).
+    learning_rate, weight_decay : float
+        AdamW step size (peak, after warm-up) and decoupled weight decay (paper: 0.1).
+    batch_size : int
+        Mini-batch size, capped at ceil(n / 8) so an epoch has at least ~8 steps; every epoch is one full shuffled
+        pass. For large pools use ~1024 (fewer, cheaper steps). A fresh head's output bias starts at the log-odds
+        of the mean target.
+    max_epochs : int
+        Upper bound on epochs (0 returns the initial weights: random, or ``init``'s).
+    patience : int
+        Stop after this many epochs without a validation-loss improvement larger than ``tol``.
+    tol : float
+        Minimum decrease of the validation MSE that resets the patience counter.
+    warmup_ratio : float in [0, 1)
+        Share of the planned steps (all planned epochs, full passes) over which the learning rate rises linearly from
+        ~0 to ``learning_rate``; it stays constant afterwards (early stopping, not a decay, ends training).
+    validation_fraction : float in [0, 1)
+        Share of ``(X, y)`` held out (seeded) for early stopping when no ``X_val`` is given. 0 disables it.
+    epochs_without_validation : int
+        Epochs trained when there is no validation data (``validation_fraction=0`` or fewer than
+        :data:`MIN_SAMPLES_FOR_VALIDATION` samples), capped by ``max_epochs``.
+    validation : {"holdout", "cv"}
+        How early stopping is chosen when no ``X_val`` is given. ``"holdout"``: a seeded ``validation_fraction``
+        is held out and the best epoch's weights are kept. ``"cv"``: ``cv_folds``-fold cross-validation (seeded)
+        picks the number of epochs (median of the folds' best epochs, 0 allowed), then the head trains on *all*
+        samples for that many epochs -- with few labels (EliCal stage 2) no label is left out of training.
+    cv_folds : int
+        Folds for ``validation="cv"`` (at most n_samples // 2).
+    random_state : int
+        Seeds initialisation, the validation split and the shuffling, through private generators (the global
+        torch and numpy RNGs are untouched). Same seed and data -> identical weights.
+
+    Attributes
+    ----------
+    module_ : torch.nn.Sequential
+        The trained network (outputs logits; :meth:`predict` applies the sigmoid).
+    mean_, scale_ : ndarray of shape (n_features,), float64
+        Standardisation, ``(X - mean_) / scale_``; with ``init`` these are init's (stage 1's pool statistics).
+    n_features_in_ : int
+    history_ : list of (epoch, train_loss, val_loss)
+        Epoch 0 is the starting point. ``train_loss`` is the mean batch MSE of that epoch (at epoch 0, the MSE of
+        the initial weights on the training part); ``val_loss`` is None without validation data.
+    n_epochs_ : int
+        Epochs actually trained. ``best_epoch_``: the epoch whose weights were kept.
+    best_val_loss_ : float or None
+        Validation MSE of the kept weights (None without validation: the last epoch's weights are kept).
+    """
+
+    def __init__(self, kind="linear", hidden_size=256, learning_rate=1e-3, weight_decay=0.1, batch_size=256,
+                 max_epochs=200, patience=10, tol=1e-5, warmup_ratio=0.1, validation_fraction=0.2,
+                 epochs_without_validation=20, validation="holdout", cv_folds=5, random_state=0):
+        self.kind = kind
+        self.hidden_size = hidden_size
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.tol = tol
+        self.warmup_ratio = warmup_ratio
+        self.validation_fraction = validation_fraction
+        self.epochs_without_validation = epochs_without_validation
+        self.validation = validation
+        self.cv_folds = cv_folds
+        self.random_state = random_state
+
+    def _check_params(self) -> None:
+        if self.kind not in _KINDS:
+            raise ValueError(f"kind must be one of {_KINDS}, got {self.kind!r}")
+        for name in ("hidden_size", "batch_size", "patience"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("max_epochs", "epochs_without_validation"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        if (not isinstance(self.random_state, (int, np.integer)) or isinstance(self.random_state, bool)
+                or self.random_state < 0):
+            raise ValueError(f"random_state must be a non-negative int, got {self.random_state!r}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        if not (self.weight_decay >= 0 and self.tol >= 0):
+            raise ValueError("weight_decay and tol must be >= 0")
+        for name in ("warmup_ratio", "validation_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+        if self.validation not in ("holdout", "cv"):
+            raise ValueError(f"validation must be 'holdout' or 'cv', got {self.validation!r}")
+        if not isinstance(self.cv_folds, (int, np.integer)) or self.cv_folds < 2:
+            raise ValueError(f"cv_folds must be an integer >= 2, got {self.cv_folds!r}")
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "module_"):
+            raise ValueError("this ProbeHead is not fitted yet; call fit (or ProbeHead.load) first")
+
+    def fit(self, X, y, *, X_val=None, y_val=None, init: ProbeHead | None = None) -> ProbeHead:
+        """Train the head; keep the weights with the lowest validation MSE, the starting weights included.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Frozen features (e.g. last-prompt-token hidden states). Finite values.
+        y : ndarray of shape (n_samples,)
+            Targets in [0, 1]; soft targets (self-consistency, sample accuracy) are allowed.
+        X_val, y_val : ndarray of shape (n_val, n_features) and (n_val,), optional
+            Validation data for early stopping. Give both or neither. Without them, a seeded
+            ``validation_fraction`` of ``(X, y)`` is held out, unless there are fewer than
+            :data:`MIN_SAMPLES_FOR_VALIDATION` samples: then there is no early stopping and the head trains
+            ``min(max_epochs, epochs_without_validation)`` epochs.
+        init : ProbeHead, optional
+            A fitted head to continue from (EliCal stage 2): its weights are copied and its ``mean_``/``scale_``
+            are kept; ``init`` itself is never modified. Its ``kind``/``hidden_size`` must match this head's.
+
+        Returns
+        -------
+        self : ProbeHead
+
+        Raises
+        ------
+        ValueError
+            Bad parameters; X not 2-D / not finite; y not 1-D, not in [0, 1] or of another length than X;
+            only one of X_val, y_val given; feature count differing from ``init``'s or between X and X_val.
+        """
+        self._check_params()
+        X = _check_X(X, "X")
+        y = _check_y(y, "y", X.shape[0], "X")
+        if (X_val is None) != (y_val is None):
+            raise ValueError("X_val and y_val must be given together (or neither)")
+        if X_val is not None:
+            X_val = _check_X(X_val, "X_val")
+            y_val = _check_y(y_val, "y_val", X_val.shape[0], "X_val")
+            if X_val.shape[1] != X.shape[1]:
+                raise ValueError(f"X_val has {X_val.shape[1]} features but X has {X.shape[1]}")
+        if init is not None:
+            if not isinstance(init, ProbeHead):
+                raise ValueError(f"init must be a fitted ProbeHead or None, got {type(init).__name__}")
+            init._check_fitted()
+            if init.n_features_in_ != X.shape[1]:
+                raise ValueError(f"X has {X.shape[1]} features but init was fitted on {init.n_features_in_}")
+            if init.kind != self.kind or (self.kind == "mlp" and init.hidden_size != self.hidden_size):
+                raise ValueError(f"init is a {init.kind!r} head (hidden_size={init.hidden_size}); this head is "
+                                 f"{self.kind!r} (hidden_size={self.hidden_size}): architectures must match")
+
+        generator = torch.Generator().manual_seed(int(self.random_state))
+        enough = X.shape[0] >= MIN_SAMPLES_FOR_VALIDATION and self.validation_fraction > 0
+        epochs = None
+        if X_val is None and enough and self.validation == "cv":
+            epochs = self._cv_epochs(X, y, init)
+        elif X_val is None and enough:
+            train_idx, val_idx = holdout_split(X.shape[0], self.validation_fraction, self.random_state)
+            X_val, y_val, X, y = X[val_idx], y[val_idx], X[train_idx], y[train_idx]
+        net, mean, scale = self._start(X, init, generator, y)
+        val = None if X_val is None else (_standardize(X_val, mean, scale), y_val)
+        if epochs is None:
+            epochs = self.max_epochs if val is not None else min(self.max_epochs, self.epochs_without_validation)
+        history, best_epoch = self._train(net, _standardize(X, mean, scale), y, val, epochs, generator)
+        self.module_, self.mean_, self.scale_, self.n_features_in_ = net.eval(), mean, scale, X.shape[1]
+        self.history_, self.n_epochs_, self.best_epoch_ = history, history[-1][0], best_epoch
+        self.best_val_loss_ = None if val is None else history[best_epoch][2]
+        return self
+
+    def _start(self, X, init, generator, y=None):
+        """Starting network and standardisation: a copy of ``init``'s, or fresh ones fitted on ``X``."""
+        if init is not None:
+            return copy.deepcopy(init.module_), init.mean_.copy(), init.scale_.copy()
+        scaler = StandardScaler().fit(X)
+        net = _build_net(self.kind, X.shape[1], self.hidden_size, generator)
+        if y is not None:
+            # Start the output at the targets' mean (its log-odds as the last bias): with few steps per epoch a
+            # head started near 0.5 stops early far from a low base rate, which shows up as a large ECE.
+            p = float(np.clip(np.mean(y), 1e-3, 1 - 1e-3))
+            with torch.no_grad():
+                net[-1].bias.fill_(math.log(p / (1 - p)))
+        return net, scaler.mean_.astype(np.float64), scaler.scale_.astype(np.float64)
+
+    def _cv_epochs(self, X, y, init) -> int:
+        """Number of epochs chosen by seeded k-fold cross-validation (median of the folds' best epochs)."""
+        from sklearn.model_selection import KFold
+
+        folds = KFold(n_splits=min(self.cv_folds, X.shape[0] // 2), shuffle=True, random_state=self.random_state)
+        best = []
+        for i, (tr, va) in enumerate(folds.split(X)):
+            gen = torch.Generator().manual_seed(int(self.random_state) + 1 + i)
+            net, mean, scale = self._start(X[tr], init, gen, y[tr])
+            _, best_epoch = self._train(net, _standardize(X[tr], mean, scale), y[tr],
+                                        (_standardize(X[va], mean, scale), y[va]), self.max_epochs, gen)
+            best.append(best_epoch)
+        self.cv_best_epochs_ = best
+        return int(np.median(best))
+
+    def _train(self, net, Xs, y, val, epochs, generator) -> tuple[list, int]:
+        """AdamW with linear warm-up, full shuffled passes, early stopping; leaves the kept weights in ``net``."""
+        n_train = Xs.shape[0]
+        # At least ~8 steps per epoch: a small pool in one or two batches barely moves per epoch and early
+        # stopping then ends training long before convergence.
+        batch_size = max(1, min(self.batch_size, math.ceil(n_train / 8)))
+        warmup_steps = math.ceil(self.warmup_ratio * epochs * math.ceil(n_train / batch_size))
+        optimizer = torch.optim.AdamW(net.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0)
+
+        def mse(X_np, y_np):
+            with torch.no_grad():
+                pred = _predict_tensor(net, torch.from_numpy(X_np))
+                return float(torch.nn.functional.mse_loss(pred, torch.from_numpy(y_np)))
+
+        net.train()
+        val_loss = None if val is None else mse(*val)
+        history = [(0, mse(Xs, y), val_loss)]
+        best_val, best_epoch, stale = val_loss, 0, 0
+        best_state = copy.deepcopy(net.state_dict())
+        for epoch in range(1, epochs + 1):
+            order = torch.randperm(n_train, generator=generator).numpy()
+            total = 0.0
+            for start in range(0, n_train, batch_size):
+                idx = order[start:start + batch_size]
+                # Gathered in numpy (torch's threaded copies crawl on a busy 2-core machine), shared without a copy.
+                loss = torch.nn.functional.mse_loss(_confidence(net, torch.from_numpy(Xs[idx])),
+                                                    torch.from_numpy(y[idx]))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                total += loss.item() * len(idx)
+            val_loss = None if val is None else mse(*val)
+            history.append((epoch, total / n_train, val_loss))
+            if val is None:
+                best_epoch = epoch
+                continue
+            # As scikit-learn's MLP: patience counts epochs not beating the best by more than tol.
+            stale = 0 if val_loss < best_val - self.tol else stale + 1
+            if val_loss < best_val:
+                best_val, best_epoch, best_state = val_loss, epoch, copy.deepcopy(net.state_dict())
+            if stale >= self.patience:
+                break
+        if val is not None:
+            # May be the starting weights (epoch 0): a stage 2 that does not help on the held-out k keeps stage 1.
+            net.load_state_dict(best_state)
+        return history, best_epoch
+
+    def predict(self, X) -> np.ndarray:
+        """Confidence that the answer is correct.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), float64, values in [0, 1] (higher = more likely correct).
+
+        Raises
+        ------
+        ValueError
+            Not fitted; X not 2-D or not finite; X's feature count differing from the fitted one.
+        """
+        self._check_fitted()
+        X = _check_X(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features but the head was fitted on {self.n_features_in_}")
+        with torch.no_grad():
+            out = _predict_tensor(self.module_, torch.from_numpy(_standardize(X, self.mean_, self.scale_)))
+        return np.clip(out.numpy().astype(np.float64), 0.0, 1.0)
+
+    def save(self, directory) -> None:
+        """Write ``head.safetensors`` (weights, ``mean``, ``scale``) and ``head.json`` (parameters, metadata).
+
+        No pickle is involved; the directory is created if needed and existing head files are replaced atomically.
+
+        Raises
+        ------
+        ValueError
+            If the head is not fitted.
+        """
+        self._check_fitted()
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {f"module.{k}": v.detach().contiguous() for k, v in self.module_.state_dict().items()}
+        tensors["mean"] = torch.from_numpy(self.mean_.copy())
+        tensors["scale"] = torch.from_numpy(self.scale_.copy())
+        meta = {
+            "format": _FORMAT, "format_version": _FORMAT_VERSION, "kind": self.kind,
+            "n_features": int(self.n_features_in_), "params": _jsonable(self.get_params()),
+            "fitted": {"n_epochs_": int(self.n_epochs_), "best_epoch_": int(self.best_epoch_),
+                       "best_val_loss_": self.best_val_loss_,
+                       "history_": [list(row) for row in self.history_]},
+        }
+        tmp_weights, tmp_json = directory / "head.safetensors.tmp", directory / "head.json.tmp"
+        save_file(tensors, str(tmp_weights), metadata={"format": "pt"})
+        tmp_json.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp_weights, directory / "head.safetensors")
+        os.replace(tmp_json, directory / "head.json")
+
+    @classmethod
+    def load(cls, directory) -> ProbeHead:
+        """Read a head written by :meth:`save` (safetensors + JSON, no pickle).
+
+        Raises
+        ------
+        FileNotFoundError
+            If ``head.json`` or ``head.safetensors`` is missing.
+        ValueError
+            If ``head.json`` is not an elical ProbeHead file or the weights do not match it.
+        """
+        directory = Path(directory)
+        meta = json.loads((directory / "head.json").read_text(encoding="utf-8"))
+        if meta.get("format") != _FORMAT:
+            raise ValueError(f"{directory / 'head.json'}: not a {_FORMAT} file (format={meta.get('format')!r})")
+        tensors = load_file(str(directory / "head.safetensors"))
+        head = cls(**meta["params"])
+        net = _build_net(meta["kind"], int(meta["n_features"]), head.hidden_size, torch.Generator().manual_seed(0))
+        state = {k[len("module."):]: v for k, v in tensors.items() if k.startswith("module.")}
+        try:
+            net.load_state_dict(state)
+        except RuntimeError as exc:
+            raise ValueError(f"{directory / 'head.safetensors'}: weights do not match head.json: {exc}") from None
+        net.eval()
+        head.module_ = net
+        head.mean_ = tensors["mean"].numpy().astype(np.float64)
+        head.scale_ = tensors["scale"].numpy().astype(np.float64)
+        head.n_features_in_ = int(meta["n_features"])
+        fitted = meta["fitted"]
+        head.history_ = [tuple(row) for row in fitted["history_"]]
+        head.n_epochs_, head.best_epoch_ = fitted["n_epochs_"], fitted["best_epoch_"]
+        head.best_val_loss_ = fitted["best_val_loss_"]
+        return head
+
+
+def holdout_split(n: int, fraction: float, random_state: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded split of ``range(n)`` into (train, validation) indices, ``round(fraction * n)`` held out and at least
+    one of each; shared by the probe heads and the LoRA head."""
+    perm = np.random.default_rng(random_state).permutation(n)
+    n_val = min(n - 1, max(1, int(round(fraction * n))))
+    return perm[n_val:], perm[:n_val]
+
+
+def _predict_tensor(net: torch.nn.Module, X: torch.Tensor) -> torch.Tensor:
+    return torch.cat([_confidence(net, X[i:i + _EVAL_CHUNK]) for i in range(0, X.shape[0], _EVAL_CHUNK)])
+
+
+def _jsonable(params: dict) -> dict:
+    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in params.items()}
+
+
+def fit_eli_only(X_pool, self_consistency, *, random_state=0, **head_params) -> ProbeHead:
+    """EliCal stage 1, elicitation; alone it is the Eli-Only baseline (Ni et al., arXiv 2510.17509).
+
+    Fits a :class:`ProbeHead` on the unlabelled pool ``X_pool`` (ndarray of shape (n_pool, n_features)) with
+    target ``self_consistency`` (ndarray of shape (n_pool,), in [0, 1]: ``c_cons``, the share of sampled answers
+    that agree with the greedy answer). Early stopping uses a seeded held-out part of the pool and *its*
+    self-consistency; no correctness label is seen. ``head_params`` are :class:`ProbeHead` parameters.
+    Raises ValueError as :meth:`ProbeHead.fit`.
+    """
+    return ProbeHead(random_state=random_state, **head_params).fit(X_pool, self_consistency)
+
+
+def fit_elical(eli_head: ProbeHead, X_k, y_k, *, random_state=0, **head_params) -> ProbeHead:
+    """EliCal stage 2, calibration: continue from the stage-1 head on the k labelled questions (Ni et al.).
+
+    Returns a new head that starts from a copy of ``eli_head``'s weights and standardisation; ``eli_head`` is not
+    modified. Hyper-parameters default to ``eli_head``'s, overridden by ``head_params`` (``kind`` and
+    ``hidden_size`` must stay the same). Only the k questions are used: by default (``validation="cv"``)
+    k-fold cross-validation inside the k picks the number of epochs (0 = keep the stage-1 weights), then the head
+    trains on all k for that many; ``validation="holdout"`` holds out a seeded ``validation_fraction`` of them
+    instead. With k < :data:`MIN_SAMPLES_FOR_VALIDATION` there is no early stopping and the head trains
+    ``min(max_epochs, epochs_without_validation)`` epochs (default 20).
+
+    Parameters
+    ----------
+    eli_head : ProbeHead, fitted (stage 1)
+    X_k : ndarray of shape (k, n_features)
+    y_k : ndarray of shape (k,), values in [0, 1]
+        Sample accuracy ``c_acc`` (share of correct sampled answers) or greedy correctness (0/1).
+    random_state : int
+    **head_params : constructor parameters of :class:`ProbeHead`.
+
+    Raises
+    ------
+    ValueError
+        ``eli_head`` not fitted, architecture mismatch, or as :meth:`ProbeHead.fit`.
+    """
+    if not isinstance(eli_head, ProbeHead):
+        raise ValueError(f"eli_head must be a fitted ProbeHead, got {type(eli_head).__name__}")
+    params = {**eli_head.get_params(), "validation": "cv", **head_params, "random_state": random_state}
+    return ProbeHead(**params).fit(X_k, y_k, init=eli_head)
+
+
+def fit_cal_only(X_k, y_k, *, random_state=0, **head_params) -> ProbeHead:
+    """Cal-Only baseline: the same head trained from scratch on the k labelled questions (Ni et al., 2510.17509).
+
+    ``X_k``: ndarray of shape (k, n_features); ``y_k``: ndarray of shape (k,), in [0, 1]. Standardisation comes
+    from the k questions themselves; validation and early stopping as in :func:`fit_elical`. ``head_params`` are
+    :class:`ProbeHead` parameters. Raises ValueError as :meth:`ProbeHead.fit`.
+    """
+    return ProbeHead(**{"validation": "cv", **head_params, "random_state": random_state}).fit(X_k, y_k)
+

@@ -1,0 +1,315 @@
+"""``elical evaluate RUN_DIR``: every training-free confidence estimator beside the trained methods of a run.
+
+Reads ``RUN_DIR/config.json`` and ``RUN_DIR/records/annotations.jsonl``; computes the record-based estimators
+(:data:`elical.estimators.training_free.ESTIMATORS`: Prob, N-Prob, Consis-Lex, Consis-Sem, SE-Discrete, SE-Weighted) on the
+evaluation records (``split == "test"``) and, with ``--model-estimators``, the model-based ones
+(:data:`elical.estimators.model_based.MODEL_ESTIMATORS`: Verbal-0, Verbal-k, P(True); the run's model is loaded from
+``config.json``, Verbal-k takes its examples from the run's training pool). The trained methods already in
+``RUN_DIR/predictions.jsonl`` (Eli-Only, Cal-Only(k), EliCal(k), ...) are kept as they are, and every method is
+scored with :func:`elical.evaluation.metrics.evaluate_confidence` (the run's seed, dev fraction and bootstrap size).
+
+Writes, each atomically (temporary file + rename): ``predictions.jsonl`` (recomputed estimators replace their own
+lines, every other line is kept), ``results.json`` (the pipeline's shape; existing keys are kept, ``results`` is
+updated per group and method, ``estimators`` says what each estimator did — e.g. Verbal's unparseable count —
+and ``evaluate`` holds timings and skipped estimators) and ``table.md``; then prints the table.
+
+Bad input: a missing run directory, config or record file, a malformed record or a record an explicitly requested
+estimator cannot score stops with an :class:`elical.records.InputError` naming file, line and field (exit 2), and
+nothing is written. Without ``--estimators``, an estimator that cannot score some record (e.g. SE-Weighted on
+records from a backend without log-probs) is skipped with a warning that names the record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from elical.records import InputError, read_records, write_json_atomic
+
+__all__ = ["register", "evaluate_run", "record_estimates", "model_estimates"]
+
+_SE_NAMES = ("SE-Discrete", "SE-Weighted")
+
+
+def register(subparsers) -> None:
+    """Add the ``evaluate`` subcommand to the ``elical`` command line."""
+    p = subparsers.add_parser("evaluate", help="score every training-free estimator beside a run's trained methods",
+                              description="Score every training-free confidence estimator beside the trained "
+                              "methods of a run directory; updates predictions.jsonl, results.json and table.md.")
+    p.add_argument("run_dir", help="a run directory written by `elical run`")
+    p.add_argument("--estimators", help="comma-separated estimator names (default: all record-based ones, plus the "
+                   "model-based ones with --model-estimators); naming one makes its errors fatal")
+    p.add_argument("--model-estimators", action="store_true",
+                   help="also run Verbal-0, Verbal-k and P(True) with the run's model")
+    p.add_argument("--k-shot", type=_positive, default=8, help="Verbal-k: number of training-pool examples (8)")
+    p.add_argument("--se-judge", default="embedding", help="equivalence judge that clusters answers for semantic "
+                   "entropy: embedding (the run's), nli (Kuhn et al.; needs --se-judge-model), exact, rouge-l, ...")
+    p.add_argument("--se-judge-model", help="local model directory of the SE judge (nli: an MNLI model)")
+    p.add_argument("--se-length-normalized", action="store_true",
+                   help="SE-Weighted: weight samples by their mean token log-prob instead of the sequence log-prob")
+    p.add_argument("--batch-size", type=_positive, help="prompts per model batch (default: the run's)")
+    p.add_argument("--device", help="device for the model (default: the run's)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(handler=_main)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _main(args) -> int:
+    from elical.evaluation.tables import format_table
+
+    names = [n.strip() for n in args.estimators.split(",") if n.strip()] if args.estimators else None
+    out = evaluate_run(args.run_dir, names=names, model_estimators=args.model_estimators, k=args.k_shot,
+                       batch_size=args.batch_size, device=args.device, progress=not args.quiet,
+                       se_judge=args.se_judge, se_judge_model=args.se_judge_model,
+                       se_length_normalized=args.se_length_normalized)
+    for group, table in out["results"].items():
+        print(format_table(_complete(table), group))
+    print(f"results in {Path(args.run_dir) / 'results.json'}")
+    return 0
+
+
+def _complete(table: dict) -> dict:
+    """The methods with every metric the table shows (an older results.json may hold others)."""
+    shown = {"auroc", "ece", "alignment", "brier"}
+    return {m: v for m, v in table.items() if isinstance(v, dict) and shown <= v.keys()}
+
+
+def _warn(message: str) -> None:
+    print(f"elical evaluate: warning: {message}", file=sys.stderr)
+
+
+def record_estimates(records: list[dict], names=None, equivalent=None) -> dict[str, np.ndarray]:
+    """Confidence of each record-based estimator: {name: ndarray of shape (n,)} in registry order.
+
+    names : estimator names (default: all of :data:`elical.estimators.training_free.ESTIMATORS`). equivalent : the semantic
+    judge for SE-Discrete / SE-Weighted (default :class:`elical.judges.core.SemanticEquivalenceJudge`).
+    Raises :class:`elical.estimators.training_free.EstimatorInputError` for a record an estimator cannot score."""
+    from elical.estimators.training_free import ESTIMATORS
+
+    out = {}
+    for name in names or list(ESTIMATORS):
+        fn = ESTIMATORS[name]
+        kw = {"equivalent": equivalent} if equivalent is not None and "equivalent" in inspect.signature(fn).parameters \
+            else {}
+        out[name] = fn(records, **kw)
+    return out
+
+
+def model_estimates(model, tokenizer, records: list[dict], train_records: list[dict], names=None, *, k: int = 8,
+                    seed: int = 0, batch_size: int = 16, progress: bool = False) -> dict:
+    """Run model-based estimators: {name: :class:`elical.estimators.model_based.ModelEstimate`}.
+
+    names : default all of :data:`elical.estimators.model_based.MODEL_ESTIMATORS`. ``train_records`` (the training pool)
+    feed Verbal-k's k examples (``seed`` picks them as the pipeline picks the k labelled questions)."""
+    from elical.estimators.model_based import MODEL_ESTIMATORS
+
+    return {name: MODEL_ESTIMATORS[name](model, tokenizer, records, train_records=train_records, k=k, seed=seed,
+                                         batch_size=batch_size, progress=progress)
+            for name in names or list(MODEL_ESTIMATORS)}
+
+
+def _load_run(run_dir: Path):
+    if not run_dir.is_dir():
+        raise InputError(run_dir, None, "RUN_DIR", "not a directory (expected a run directory of `elical run`)")
+    cfg_path = run_dir / "config.json"
+    if not cfg_path.is_file():
+        raise InputError(cfg_path, None, None, "missing (is this a run directory of `elical run`?)")
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(cfg_path, exc.lineno, None, f"malformed JSON ({exc.msg})") from None
+    rec_path = run_dir / "records" / "annotations.jsonl"
+    if not rec_path.is_file():
+        raise InputError(rec_path, None, None, "missing: the run has no records yet")
+    records = read_records(rec_path)
+    lines = [i for i, line in enumerate(rec_path.read_text(encoding="utf-8").split("\n"), 1) if line.strip()]
+    has_split = any("split" in r for r in records)
+    test = [(lines[i], r) for i, r in enumerate(records) if not has_split or r.get("split") == "test"]
+    if not test:
+        raise InputError(rec_path, None, "split", "no evaluation records (split 'test')")
+    seen = set()
+    for line, r in test:
+        if not isinstance(r.get("id"), str) or not r["id"]:
+            raise InputError(rec_path, line, "id", "missing or not a string")
+        if r["id"] in seen:
+            raise InputError(rec_path, line, "id", f"duplicate id {r['id']!r}")
+        seen.add(r["id"])
+        if r.get("greedy_correctness") not in (0, 1):  # True/False compare equal to 1/0
+            raise InputError(rec_path, line, "greedy_correctness",
+                             f"expected 0 or 1, got {r.get('greedy_correctness')!r}")
+    pool = [r for r in records if has_split and r.get("split") == "train"]
+    line_of = {r.get("id"): lines[i] for i, r in enumerate(records) if isinstance(r.get("id"), str)}
+    return cfg, rec_path, test, pool, line_of
+
+
+def _as_input_error(exc, rec_path: Path, line_of: dict, name: str) -> InputError:
+    from elical.estimators.training_free import EstimatorInputError
+
+    if isinstance(exc, EstimatorInputError):  # the record may be an evaluation or (Verbal-k) a pool record
+        return InputError(rec_path, line_of.get(exc.record_id), exc.field,
+                          f"{name}: record {exc.record_id}: {exc.problem}")
+    return InputError(rec_path, None, None, f"{name}: {exc}")
+
+
+def _se_judge(name: str, model_path: str | None, cfg: dict):
+    from elical.judges.core import make_equivalence_judge
+
+    if name == "embedding":
+        model_path = model_path or cfg.get("semantic_model")
+    try:
+        return make_equivalence_judge(name, **({"model_path": model_path} if model_path else {}))
+    except (TypeError, ValueError) as exc:
+        raise InputError("--se-judge", None, "--se-judge", str(exc)) from None
+
+
+def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8, batch_size: int | None = None,
+                 device: str | None = None, progress: bool = False, se_judge: str = "embedding",
+                 se_judge_model: str | None = None, se_length_normalized: bool = False) -> dict:
+    """Compute the estimators on a run's evaluation records, merge with its trained methods, write the outputs.
+
+    names : estimator names from both registries (None: all record-based, plus all model-based when
+    ``model_estimators``); an unknown name raises InputError. k : Verbal-k examples. batch_size / device : for the
+    model (default: the run's). se_judge / se_judge_model : the equivalence judge that clusters answers for
+    SE-Discrete / SE-Weighted (:func:`elical.judges.core.make_equivalence_judge`; "embedding" with the run's
+    ``semantic_model`` by default); se_length_normalized : see :func:`elical.estimators.training_free.se_weighted`. Returns the
+    updated results.json dict.
+    Raises InputError (nothing written) for bad input; see the module docstring."""
+    from elical.estimators.training_free import ESTIMATORS
+    from elical.evaluation.metrics import evaluate_confidence
+    from elical.estimators.model_based import MODEL_ESTIMATORS
+
+    t0 = time.time()
+    run_dir = Path(run_dir)
+    cfg, rec_path, test, pool, line_of = _load_run(run_dir)
+    strict = names is not None
+    if names is None:
+        names = list(ESTIMATORS) + (list(MODEL_ESTIMATORS) if model_estimators else [])
+    unknown = [n for n in names if n not in ESTIMATORS and n not in MODEL_ESTIMATORS]
+    if unknown:
+        raise InputError("--estimators", None, "--estimators", f"unknown estimator(s) {', '.join(unknown)}; choose "
+                         f"from {', '.join(list(ESTIMATORS) + list(MODEL_ESTIMATORS))}")
+    pred_path = run_dir / "predictions.jsonl"
+    old_preds = read_records(pred_path)
+    res_path = run_dir / "results.json"
+    try:
+        old_results = json.loads(res_path.read_text(encoding="utf-8")) if res_path.exists() else {}
+    except json.JSONDecodeError as exc:
+        raise InputError(res_path, exc.lineno, None, f"malformed JSON ({exc.msg})") from None
+
+    records = [r for _, r in test]
+    conf: dict[str, np.ndarray] = {}
+    info: dict[str, dict] = {}
+    timings: dict[str, float] = {}
+    judge = None
+    for name in [n for n in names if n in ESTIMATORS]:
+        if name in _SE_NAMES and judge is None:
+            judge = _se_judge(se_judge, se_judge_model, cfg)
+        t1 = time.time()
+        try:
+            if name == "SE-Weighted" and se_length_normalized:
+                from elical.estimators.training_free import se_weighted
+
+                conf[name] = se_weighted(records, judge, length_normalized=True)
+            else:
+                conf[name] = record_estimates(records, [name], judge)[name]
+        except ValueError as exc:
+            err = _as_input_error(exc, rec_path, line_of, name)
+            if strict:
+                raise err from None
+            _warn(f"skipped {name}: {err}")
+            info[name] = {"skipped": str(err)}
+            continue
+        timings[name] = time.time() - t1
+        info[name] = {"kind": "record", **({"judge": se_judge} if name in _SE_NAMES else {}),
+                      **({"length_normalized": se_length_normalized} if name == "SE-Weighted" else {})}
+    wanted = [n for n in names if n in MODEL_ESTIMATORS]
+    if wanted:
+        from elical.generation.models import load_model
+
+        model, tok = load_model(cfg.get("model", "smollm2-135m-instruct"), device=device or cfg.get("device", "cpu"))
+        for name in wanted:
+            t1 = time.time()
+            try:
+                est = model_estimates(model, tok, records, pool, [name], k=k, seed=int(cfg.get("seed", 0)),
+                                      batch_size=batch_size or int(cfg.get("batch_size", 16)), progress=progress)[name]
+            except ValueError as exc:
+                err = _as_input_error(exc, rec_path, line_of, name)
+                if strict:
+                    raise err from None
+                _warn(f"skipped {name}: {err}")
+                info[name] = {"skipped": str(err)}
+                continue
+            timings[name] = time.time() - t1
+            conf[name] = est.confidence
+            info[name] = {"kind": "model", **est.info()}
+            if est.n_unparseable:
+                _warn(f"{name}: {est.n_unparseable} of {len(records)} outputs held no number; they got 0.5")
+
+    # Recomputed estimators first (registry order), then every other method already in predictions.jsonl.
+    preds = [{"id": r["id"], "dataset": r.get("dataset", ""), "method": m, "confidence": float(v),
+              "greedy_correctness": int(r["greedy_correctness"])} for m, c in conf.items() for r, v in zip(records, c)]
+    preds += [p for p in old_preds if p.get("method") not in conf]
+    by_method: dict[str, list[dict]] = {}
+    for i, p in enumerate(preds):
+        if not {"method", "confidence", "greedy_correctness"} <= p.keys():
+            raise InputError(pred_path, None, "method", f"a prediction line lacks method/confidence/correctness: {p}")
+        by_method.setdefault(p["method"], []).append(p)
+    datasets = sorted({str(p.get("dataset", "")) for p in preds})
+    metrics: dict[str, dict] = {"all": {}}
+    for method, rows in by_method.items():
+        y = np.array([int(p["greedy_correctness"]) for p in rows])
+        c = np.array([float(p["confidence"]) for p in rows])
+        ds = np.array([str(p.get("dataset", "")) for p in rows])
+        groups = {"all": np.ones(len(rows), bool)}
+        if len(datasets) > 1:
+            groups.update({d: ds == d for d in datasets if (ds == d).any()})
+        for group, mask in groups.items():
+            try:
+                metrics.setdefault(group, {})[method] = evaluate_confidence(
+                    y[mask], c[mask], dev_fraction=float(cfg.get("dev_fraction", 0.2)), seed=int(cfg.get("seed", 0)),
+                    n_resamples=int(cfg.get("n_bootstrap", 1000)))
+            except ValueError as exc:
+                raise InputError(pred_path if method not in conf else rec_path, None, "confidence",
+                                 f"method {method}, group {group}: {exc}") from None
+
+    results = dict(old_results) if old_results else {"config": cfg, "seed": cfg.get("seed", 0)}
+    merged = {}
+    for group in dict.fromkeys(list(metrics) + list(old_results.get("results", {}))):
+        merged[group] = {**metrics.get(group, {}),
+                         **{m: v for m, v in old_results.get("results", {}).get(group, {}).items()
+                            if m not in metrics.get(group, {})}}
+    results["results"] = merged
+    results["estimators"] = {**old_results.get("estimators", {}), **info}
+    results["evaluate"] = {"timings_s": {**timings, "total": time.time() - t0}, "n_eval": len(records),
+                           "skipped": sorted(n for n, v in info.items() if "skipped" in v)}
+
+    tmp = pred_path.with_name(pred_path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for p in preds:
+            fh.write(json.dumps(p, ensure_ascii=False) + "\n")
+    os.replace(tmp, pred_path)
+    write_json_atomic(res_path, results)
+    from elical.evaluation.tables import format_table
+
+    title = f"{', '.join(datasets)}: {len(records)} eval questions"
+    table = "\n".join(format_table(_complete(t), title if g == "all" else g) for g, t in merged.items())
+    tmp = run_dir / "table.md.tmp"
+    tmp.write_text(table, encoding="utf-8")
+    os.replace(tmp, run_dir / "table.md")
+    return results

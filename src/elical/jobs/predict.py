@@ -1,0 +1,104 @@
+"""``elical predict``: confidence before answering for new questions, from a trained head.
+
+Reads a JSONL file of questions (lines ``{"question": str}``, optionally ``"id"``: a string or an integer) and writes
+one line per question ``{"id", "question", "method", "confidence"}`` (``id``: the given one, else the 1-based line
+number), in input order. One forward pass per batch, no generation (:class:`elical.heads.confidence.ConfidenceModel`).
+The whole input is checked before the model is loaded; a bad line stops the command with an error naming the
+file, the line and the field (exit code 2). An existing output file is never overwritten (exit code 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+__all__ = ["register", "read_questions", "predict_file"]
+
+
+def register(subparsers) -> None:
+    """Add the ``predict`` subcommand to the ``elical`` parser."""
+    import argparse
+
+    p = subparsers.add_parser(
+        "predict", help="confidence before answering for new questions, from a trained head (no generation)",
+        description=__doc__.split("\n\n")[1], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("head_dir", metavar="HEAD_DIR", help="a trained head, e.g. runs/<run>/heads/elical_k64")
+    p.add_argument("--input", required=True, help='JSONL of questions: {"question": ..., "id": ...} per line')
+    p.add_argument("--output", required=True, help="JSONL to write (must not exist)")
+    p.add_argument("--model", help="base model (default: the one recorded with the head)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... or auto (accelerate, several GPUs)")
+    p.add_argument("--batch-size", type=int, default=16, help="questions per forward pass")
+    p.set_defaults(handler=_handle)
+
+
+def read_questions(path) -> list[dict]:
+    """Validated questions of a JSONL file: list of ``{"id": str | int, "question": str, "line": int}``.
+
+    Raises InputError naming the file, the line and the field for a missing file, malformed JSON, a line that is
+    not an object, a missing/empty/non-string ``question``, an ``id`` that is neither string nor integer, a
+    repeated ``id``, or a file without questions."""
+    from elical.records import InputError, iter_json_lines
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, None, None, "input file not found")
+    out, seen = [], {}
+    for lineno, obj in iter_json_lines(path):
+        question = obj.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise InputError(path, lineno, "question", "missing or not a non-empty string")
+        qid = obj.get("id", lineno)
+        if isinstance(qid, bool) or not isinstance(qid, (str, int)):
+            raise InputError(path, lineno, "id", f"expected a string or an integer, got {qid!r}")
+        if qid in seen:
+            raise InputError(path, lineno, "id", f"{qid!r} already used on line {seen[qid]}")
+        seen[qid] = lineno
+        out.append({"id": qid, "question": question, "line": lineno})
+    if not out:
+        raise InputError(path, None, "question", "no questions in the file")
+    return out
+
+
+def predict_file(head_dir, input_path, output_path, *, model=None, device: str = "cpu",
+                 batch_size: int = 16) -> int:
+    """Score every question of ``input_path`` with the head in ``head_dir`` and write ``output_path`` (JSONL).
+
+    Returns the number of questions. Raises InputError (nothing written) when the output exists, the input is
+    bad or the head directory is not usable."""
+    from elical.heads.confidence import ConfidenceModel
+    from elical.records import InputError
+
+    output_path = Path(output_path)
+    if output_path.exists():
+        raise InputError(output_path, None, None, "already exists; refusing to overwrite (choose another --output)")
+    if batch_size < 1:
+        raise InputError(output_path, None, "--batch-size", f"must be >= 1, got {batch_size}")
+    questions = read_questions(input_path)
+    cm = ConfidenceModel.load(head_dir, model=model, device=device, batch_size=batch_size)
+    confidence = cm.predict([q["question"] for q in questions])
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output_path.with_name(f".{output_path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for q, c in zip(questions, confidence):
+            fh.write(json.dumps({"id": q["id"], "question": q["question"], "method": cm.method,
+                                 "confidence": float(c)}, ensure_ascii=False) + "\n")
+    try:
+        os.link(tmp, output_path)  # fails if the output appeared meanwhile: never overwrite
+    except FileExistsError:
+        raise InputError(output_path, None, None, "already exists; refusing to overwrite") from None
+    except OSError:  # no hard links on this file system: check, then rename
+        if output_path.exists():
+            raise InputError(output_path, None, None, "already exists; refusing to overwrite") from None
+        os.replace(tmp, output_path)
+        return len(questions)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return len(questions)
+
+
+def _handle(args) -> int:
+    n = predict_file(args.head_dir, args.input, args.output, model=args.model, device=args.device,
+                     batch_size=args.batch_size)
+    print(f"wrote {n} confidences to {args.output}")
+    return 0
