@@ -70,15 +70,6 @@ def plain_loop(model, tok, prompts, d: DecodingConfig, stop_ids, seed: int):
     return greedy_texts, processed
 
 
-def _row_stats(gen, batch, gens, d: DecodingConfig) -> dict:
-    """Work of a row-by-row decoder (``elical.generation.base.TransformersGenerator``): every row is fed back once per
-    kept token, except the last token of a row cut at ``max_new_tokens``."""
-    lengths = [n for g in gens for n in [len(g.greedy_tokens)] + list(g.sampling_num_tokens)]
-    prompt = sum(len(gen.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in batch)
-    return {"prompt_tokens": prompt, "decoded_tokens": sum(n - (n == d.max_new_tokens) for n in lengths),
-            "answer_tokens": sum(lengths)}
-
-
 def builder(gen, prompts, d: DecodingConfig, seed: int, offset: int = 0):
     """The builder's path over fixed batches. Returns (greedy texts, work): the tokens the model actually ran on
     (real prompt tokens; one per distinct history and step) and the tokens of all answers."""
@@ -86,9 +77,8 @@ def builder(gen, prompts, d: DecodingConfig, seed: int, offset: int = 0):
     for i in range(0, len(prompts), d.batch_size):
         batch = prompts[i:i + d.batch_size]
         gens = gen.generate(batch, [str(offset + i + j) for j in range(len(batch))], seed=seed)
-        stats = getattr(gen, "stats_", None) or _row_stats(gen, batch, gens, d)
         for k in work:
-            work[k] += stats[k]
+            work[k] += gen.stats_[k]
         greedy_texts += [g.greedy_response for g in gens]
     return greedy_texts, work
 
@@ -102,8 +92,6 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=16, help="prompts per builder batch")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--builder", choices=("prefix-sharing", "row-by-row"), default="prefix-sharing",
-                    help="row-by-row: elical.generation.base.TransformersGenerator, for comparison")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -112,12 +100,7 @@ def main() -> None:
     questions = read_qa_file(args.data)[:args.n_questions]
     prompts = [build_prompt(tok, q["question"]) for q in questions]
     d = DecodingConfig(n_samples=args.n_samples, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
-    if args.builder == "row-by-row":
-        from elical.generation.base import TransformersGenerator
-
-        gen = TransformersGenerator(model, tok, d)
-    else:
-        gen = make_generator("transformers", model, tok, decoding=d)
+    gen = make_generator("transformers", model, tok, decoding=d)
     print(f"{len(prompts)} questions from {args.data}; N = {d.n_samples}, max_new_tokens = {d.max_new_tokens}, "
           f"batch = {d.batch_size} prompts; builder: {type(gen).__name__}; torch threads = {torch.get_num_threads()}; "
           f"load average at start = {os.getloadavg()[0]:.2f}")

@@ -54,7 +54,7 @@ def main() -> None:
     from elical.generation.features import extract_hidden_states
     from elical.generation.base import DecodingConfig, TransformersGenerator, build_prompt
     from elical.heads.probe import ProbeHead
-    from elical.judges.core import SemanticEquivalenceJudge
+    from elical.judges import SemanticEquivalenceJudge
     from elical.heads.lora import LoRAConfig, LoRAHead
     from elical.generation.models import load_model
 

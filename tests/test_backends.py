@@ -1,6 +1,6 @@
 """The generation backends: the endpoint client against a real local OpenAI-compatible server (``python -m
 elical.generation.serve`` in a subprocess, and the same server in a thread for the no-log-probs and 503 cases), the factory,
-the top-k-first sampler and the vLLM glue (vLLM itself needs a GPU; its documented output objects are stubbed)."""
+the top-k-first inverse-CDF sampler and the vLLM glue (vLLM itself needs a GPU; its documented output objects are stubbed)."""
 
 import importlib.util
 import os
@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from elical.generation.backends import EndpointError, OpenAIGenerator, make_generator
-from elical.generation.base import DecodingConfig, TransformersGenerator, build_prompt
-from elical.generation.prefix_sharing import PrefixSharingGenerator
+from elical.generation.base import DecodingConfig, build_prompt
+from elical.generation.prefix_sharing import TransformersGenerator
 
 QUESTIONS = ["What is the chemical symbol of gold?", "Who wrote Hamlet?"]
 
@@ -60,7 +60,7 @@ def test_endpoint_matches_the_transformers_backend_and_seeds_fix_samples(server_
     a = remote.generate(prompts, ["q1", "q2"], seed=0)
     b = remote.generate(prompts[1:], ["q2"], seed=0)
     c = remote.generate(prompts[1:], ["q2"], seed=1)
-    local = [PrefixSharingGenerator(model, tok, d).generate([p], ["q"], seed=0)[0] for p in prompts]
+    local = [TransformersGenerator(model, tok, d).generate([p], ["q"], seed=0)[0] for p in prompts]
     for r, loc in zip(a, local):
         # greedy decoding is the model's own: same text, same tokens, same log-probs as the in-process backend
         assert r.greedy_response == loc.greedy_response
@@ -143,7 +143,7 @@ def test_server_down_fails_within_seconds_naming_the_url():
 
 def test_make_generator_backends(smollm2):
     model, tok = smollm2
-    assert isinstance(make_generator("transformers", model, tok), PrefixSharingGenerator)
+    assert isinstance(make_generator("transformers", model, tok), TransformersGenerator)
     remote = make_generator("openai", "m", base_url="http://127.0.0.1:1/v1/", max_concurrency=2)
     assert isinstance(remote, OpenAIGenerator) and remote.url == "http://127.0.0.1:1/v1/completions"
     with pytest.raises(ValueError, match="unknown backend"):
@@ -153,33 +153,6 @@ def test_make_generator_backends(smollm2):
     if importlib.util.find_spec("vllm") is None:  # importable without vllm; asking for it says how to get it
         with pytest.raises(ImportError, match="pip install vllm"):
             make_generator("vllm", "smollm2-135m-instruct")
-
-
-class _RowByRow(TransformersGenerator):
-    """The reference decoder (every row through the model on its own) with the same top-k-first draw."""
-
-    _draw = PrefixSharingGenerator._draw
-
-    def _sample(self, logits, generator):
-        return self._draw(logits, torch.arange(logits.shape[0]), generator)
-
-
-def test_prefix_sharing_gives_the_rows_of_row_by_row_decoding(smollm2):
-    model, tok = smollm2
-    # 24 new tokens: answers end at different steps, so cache rows are freed, reused and dropped
-    d = DecodingConfig(n_samples=8, max_new_tokens=24, batch_size=3)
-    prompts = [build_prompt(tok, q) for q in QUESTIONS + ["What is the capital of France?"]]
-    keys = ["a", "b", "c"]
-    ref = _RowByRow(model, tok, d).generate(prompts, keys, seed=3)
-    new = PrefixSharingGenerator(model, tok, d).generate(prompts, keys, seed=3)
-    for r, g in zip(ref, new):
-        assert g.greedy_response == r.greedy_response and g.greedy_tokens == r.greedy_tokens
-        assert g.sampling_response == r.sampling_response  # the same draws, row by row
-        assert g.sampling_num_tokens == r.sampling_num_tokens
-        np.testing.assert_allclose(g.greedy_logprobs, r.greedy_logprobs, atol=1e-4)
-        np.testing.assert_allclose(g.sampling_cumulative_logprobs, r.sampling_cumulative_logprobs, atol=1e-3)
-    assert len(set(new[2].sampling_response)) < 8  # samples that repeat a history did share it
-    assert "Paris" in new[2].greedy_response
 
 
 def test_growing_layer_matches_transformers_dynamic_layer():
@@ -218,22 +191,30 @@ def test_growing_layer_matches_transformers_dynamic_layer():
     update(10, 1)
 
 
-def test_top_k_first_draw_has_transformers_distribution():
+@pytest.mark.parametrize("top_k", [20, 0])
+def test_inverse_cdf_draw_has_transformers_distribution(top_k):
+    """Rows of two nodes, interleaved: each row's draws follow its own node's Temperature -> TopK -> TopP
+    distribution (transformers' warpers over the full vocabulary); top_k = 0 samples the whole vocabulary."""
     from transformers.generation.logits_process import (TemperatureLogitsWarper, TopKLogitsWarper,
                                                         TopPLogitsWarper)
 
-    d = DecodingConfig(temperature=0.7, top_k=20, top_p=0.9)
-    logits = torch.randn(1, 500, generator=torch.Generator().manual_seed(0)) * 3
+    d = DecodingConfig(temperature=0.7, top_k=top_k, top_p=0.9)
+    logits = torch.randn(2, 500, generator=torch.Generator().manual_seed(0)) * 3
     scores = logits
-    for w in (TemperatureLogitsWarper(0.7), TopKLogitsWarper(20), TopPLogitsWarper(0.9)):
+    for w in (TemperatureLogitsWarper(0.7), TopKLogitsWarper(top_k or 500), TopPLogitsWarper(0.9)):
         scores = w(None, scores)
-    expected = torch.softmax(scores, dim=-1)[0].numpy()  # transformers' own warpers over the full vocabulary
-    fast = PrefixSharingGenerator.__new__(PrefixSharingGenerator)
+    expected = torch.softmax(scores, dim=-1).numpy()  # transformers' own warpers over the full vocabulary
+    fast = TransformersGenerator.__new__(TransformersGenerator)
     fast.decoding = d
-    draws = fast._draw(logits, torch.zeros(40000, dtype=torch.long), torch.Generator().manual_seed(1)).numpy()
-    freq = np.bincount(draws, minlength=500) / len(draws)
-    assert set(np.flatnonzero(freq)) <= set(np.flatnonzero(expected))
-    np.testing.assert_allclose(freq, expected, atol=0.01)
+    nodes = torch.arange(80000) % 2
+    uniforms = torch.rand(80000, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    draws = fast._draw(logits, nodes, uniforms).numpy()
+    for node in (0, 1):
+        freq = np.bincount(draws[nodes.numpy() == node], minlength=500) / 40000
+        assert set(np.flatnonzero(freq)) <= set(np.flatnonzero(expected[node]))
+        np.testing.assert_allclose(freq, expected[node], atol=0.01)
+    # one uniform, one token: the draw is a function of the row's uniform and its node only
+    assert torch.equal(fast._draw(logits, nodes[:6], uniforms[:6]), torch.from_numpy(draws[:6]))
 
 
 def test_vllm_generator_glue_with_documented_output_objects(monkeypatch, smollm2):
@@ -278,3 +259,32 @@ def test_vllm_generator_glue_with_documented_output_objects(monkeypatch, smollm2
     assert g.greedy_logprobs == [-0.5] * len(answer)  # the stop token's log-prob is not part of the answer
     assert g.sampling_num_tokens == [len(answer)] * 3
     np.testing.assert_allclose(g.sampling_cumulative_logprobs, [-0.5 * len(answer)] * 3)
+
+
+def test_build_with_the_openai_backend_gives_the_transformers_backends_greedy_records(server_url, tmp_path):
+    """`elical build --backend openai` against a real `elical serve` process and `elical build` in process: the
+    same greedy answers, judgements and log-probs; records name their decoder; hidden states from the local model
+    (a separate pass) equal those of the transformers decoder's prefill."""
+    from elical.cli import main
+    from elical.generation.features import load_features
+    from elical.records import read_records
+
+    args = ["build", "--datasets", "facts", "--split", "test", "--limit", "5", "--n-samples", "2",
+            "--max-new-tokens", "8", "--batch-size", "4", "--quiet"]
+    assert main([*args, "--output", str(tmp_path / "local")]) == 0
+    assert main([*args, "--backend", "openai", "--base-url", server_url, "--output", str(tmp_path / "remote")]) == 0
+    local = read_records(tmp_path / "local" / "facts" / "test.jsonl")
+    remote = read_records(tmp_path / "remote" / "facts" / "test.jsonl")
+    assert [r["id"] for r in remote] == [r["id"] for r in local] and len(local) == 5
+    for a, b in zip(remote, local):
+        assert (a["greedy_response"], a["greedy_correctness"]) == (b["greedy_response"], b["greedy_correctness"])
+        np.testing.assert_allclose(a["greedy_logprobs"], b["greedy_logprobs"], atol=2e-3)
+        assert len(a["sampling_response"]) == 2 == len(a["consistency_judgement"])
+    assert remote[0]["meta"]["decoding"]["generator"] == "OpenAIGenerator"
+    assert local[0]["meta"]["decoding"]["generator"] == "TransformersGenerator"
+    ids_r, X_r, _ = load_features(tmp_path / "remote" / "facts" / "test.features.safetensors")
+    ids_l, X_l, _ = load_features(tmp_path / "local" / "facts" / "test.features.safetensors")
+    assert ids_r == ids_l
+    np.testing.assert_allclose(X_r, X_l, atol=1e-4, rtol=0)
+    # a build of one decoder is not resumed with another
+    assert main([*args, "--backend", "openai", "--base-url", server_url, "--output", str(tmp_path / "local")]) == 2

@@ -95,8 +95,8 @@ def test_one_class_predicts_the_class_rate(cls, label):
 
 @pytest.mark.parametrize("cls", [PlattCalibrator, IsotonicCalibrator])
 def test_calibrator_input_validation(cls):
-    with pytest.raises(ValueError, match="y must contain only 0 and 1"):
-        cls().fit([0.1, 0.2], [0, 0.5])
+    with pytest.raises(ValueError, match=r"y must lie in \[0, 1\]"):
+        cls().fit([0.1, 0.2], [0, 1.5])
     with pytest.raises(ValueError, match=r"y must have shape \(2,\)"):
         cls().fit([0.1, 0.2], [0, 1, 1])
     with pytest.raises(ValueError, match="scores must be finite"):
@@ -154,3 +154,26 @@ def test_calibrated_baselines_errors():
         calibrated_baselines(s, s, y, {2: np.array([0.5, 1.0])})
     with pytest.raises(ValueError, match=r"train_scores\['N-Prob'\] must have shape \(12,\)"):
         calibrated_baselines(s, s, np.zeros(12, int), {2: np.arange(2)})
+
+
+def test_isotonic_on_soft_targets_pools_adjacent_violators():
+    # PAV by hand: 0.8 > 0.2 violates the order, so the first two pool to 0.5; 0.5 <= 0.5 then holds.
+    cal = IsotonicCalibrator().fit([0.1, 0.2, 0.3], [0.8, 0.2, 0.5])
+    np.testing.assert_allclose(cal.predict([0.1, 0.2, 0.3]), [0.5, 0.5, 0.5])
+    np.testing.assert_allclose(IsotonicCalibrator().fit([0.1, 0.2, 0.3], [0.2, 0.4, 0.9]).predict([0.2]), [0.4])
+
+
+def test_platt_on_soft_targets_maximises_the_bernoulli_likelihood():
+    # Independent fit: scipy minimises -sum(y log p + (1 - y) log(1 - p)) over (a, b).
+    from scipy.optimize import minimize
+
+    s = np.array([0.1, 0.3, 0.4, 0.6, 0.8, 0.9])
+    y = np.array([0.0, 0.2, 0.6, 0.4, 0.8, 1.0])
+
+    def loss(ab):
+        p = np.clip(1 / (1 + np.exp(-(ab[0] * s + ab[1]))), 1e-12, 1 - 1e-12)
+        return -np.sum(y * np.log(p) + (1 - y) * np.log(1 - p))
+
+    a, b = minimize(loss, [0.0, 0.0], method="BFGS", options={"gtol": 1e-10}).x
+    cal = PlattCalibrator().fit(s, y)
+    assert cal.coef_ == pytest.approx(a, rel=1e-4) and cal.intercept_ == pytest.approx(b, rel=1e-4, abs=1e-6)

@@ -1,17 +1,49 @@
-from collections import Counter
+import json
+import re
+from collections import Counter, defaultdict
 
 import pytest
 
+from elical.data.groups import IN_DOMAIN, OUT_OF_DOMAIN, UNSEEN, group_of, pool_eligible
 from elical.data.sources import hash_split, load_dataset, select_run_questions
 from elical.records import InputError
+
+
+def key(question: str) -> str:
+    """An independent normalization of a question (not the split's own): lower case, runs of [a-z0-9] as words,
+    articles dropped."""
+    return " ".join(w for w in re.findall(r"[a-z0-9]+", question.lower()) if w not in ("a", "an", "the"))
+
+
+@pytest.fixture(scope="module")
+def all_questions(shared_data):
+    """(dataset, question) for every line of every file of ../shared/data/honestybench-qa."""
+    out = []
+    for path in sorted((shared_data / "honestybench-qa").glob("*/*.jsonl")):
+        with open(path, encoding="utf-8") as fh:
+            out += [(path.parent.name, json.loads(line)["question"]) for line in fh if line.strip()]
+    return out
 
 
 def test_hash_split_is_stable_and_balanced(shared_data):
     qs = load_dataset("nq", shared_data / "honestybench-qa")
     sides = Counter(hash_split(q["question"]) for q in qs)
     assert 0.45 < sides["train"] / len(qs) < 0.55
-    # case and spacing do not move a question across the cut
-    assert hash_split("Who  wrote Hamlet?") == hash_split("who wrote hamlet?")
+    assert [hash_split(q["question"]) for q in qs[:50]] == [hash_split(q["question"]) for q in qs[:50]]
+
+
+def test_near_duplicates_across_datasets_share_a_side(all_questions):
+    groups = defaultdict(set)
+    for dataset, question in all_questions:
+        groups[key(question)].add((dataset, question))
+    dups = {k: g for k, g in groups.items() if len({q for _, q in g}) > 1}
+    across = [g for g in dups.values() if len({d for d, _ in g}) > 1]
+    assert len(dups) >= 150 and len(across) >= 5  # 189 groups (5 across datasets); the old hash split ~100
+    # the example of the issue: NQ's question and WebQuestions' with a question mark
+    nq_wq = groups[key("when did michael jordan return to the nba")]
+    assert {d for d, _ in nq_wq} >= {"nq", "web_questions"}
+    straddling = [sorted(g) for g in dups.values() if len({hash_split(q) for _, q in g}) > 1]
+    assert straddling == []
 
 
 def test_select_run_questions_disjoint_seeded(shared_data):
@@ -20,9 +52,52 @@ def test_select_run_questions_disjoint_seeded(shared_data):
     b = select_run_questions(by, n_train=40, n_eval=30, seed=1)
     c = select_run_questions(by, n_train=40, n_eval=30, seed=2)
     assert a == b and a != c
-    train = {q["question"] for q in a if q["split"] == "train"}
-    test = {q["question"] for q in a if q["split"] == "test"}
+    train = {key(q["question"]) for q in a if q["split"] == "train"}
+    test = {key(q["question"]) for q in a if q["split"] == "test"}
     assert len(train) == 40 and len(test) == 30 and not train & test
+
+
+def test_whole_sides_are_disjoint_under_an_independent_normalization(all_questions):
+    sides = defaultdict(set)
+    for _, question in all_questions:
+        sides[hash_split(question)].add(key(question))
+    assert not sides["train"] & sides["test"]
+
+
+def test_pool_comes_from_in_domain_datasets_only(shared_data):
+    root = shared_data / "honestybench-qa"
+    by = {"nq": load_dataset("nq", root), "squad": load_dataset("squad", root)}
+    chosen = select_run_questions(by, n_train=40, n_eval=20, seed=0)
+    pool = [q for q in chosen if q["split"] == "train"]
+    evals = Counter(q["dataset"] for q in chosen if q["split"] == "test")
+    assert len(pool) == 40 and {q["dataset"] for q in pool} == {"nq"}  # all of n_train from nq
+    assert evals == {"nq": 20, "squad": 20}
+    with pytest.raises(InputError, match="no in-domain dataset"):
+        select_run_questions({"squad": by["squad"]}, n_train=40, n_eval=20, seed=0)
+
+
+def test_dataset_in_no_group_is_evaluation_only_unless_named(shared_data):
+    nq = load_dataset("nq", shared_data / "honestybench-qa")
+    mine = [dict(q, dataset="mine", id=f"mine/{i}") for i, q in enumerate(load_dataset(
+        "musique", shared_data / "honestybench-qa"))]
+    by = {"nq": nq, "mine": mine}
+    default = select_run_questions(by, n_train=20, n_eval=10, seed=0)
+    assert {q["dataset"] for q in default if q["split"] == "train"} == {"nq"}
+    named = select_run_questions(by, n_train=20, n_eval=10, seed=0, extra_pool=["mine"])
+    assert Counter(q["dataset"] for q in named if q["split"] == "train") == {"nq": 10, "mine": 10}
+    for ood in ("squad", "mmlu"):
+        with pytest.raises(InputError, match="evaluation only"):
+            select_run_questions(by, n_train=20, n_eval=10, seed=0, extra_pool=[ood])
+
+
+def test_dataset_groups():
+    # HonestyBench (Ni et al., 2025, Sec. 5): five in-domain sets (TriviaQA's folder is "tq"), five
+    # out-of-domain, MMLU unseen; the embedded facts set is in-domain
+    assert set(IN_DOMAIN) == {"nq", "tq", "hq", "2wikimultihopqa", "pararel_patterns", "facts"}
+    assert set(OUT_OF_DOMAIN) == {"squad", "web_questions", "complex_web_questions", "musique", "popqa"}
+    assert UNSEEN == ("mmlu",)
+    assert [group_of(n) for n in ("tq", "popqa", "mmlu", "mine")] == ["in_domain", "out_of_domain", "unseen", None]
+    assert pool_eligible("facts") and not pool_eligible("squad", ["squad"]) and pool_eligible("mine", ["mine"])
 
 
 def test_missing_dataset_and_too_many(tmp_path, shared_data):

@@ -7,7 +7,7 @@ from scipy.stats import entropy
 from elical.estimators.training_free import (ESTIMATORS, EstimatorInputError, consis_lex, consis_sem, n_prob, prob,
                                se_discrete, se_weighted, semantic_clusters, semantic_clusters_many,
                                semantic_entropy)
-from elical.judges.core import normalize_answer
+from elical.judges import normalize_answer
 
 LN = math.log
 
@@ -72,6 +72,22 @@ def test_consistency_means_and_errors():
     with pytest.raises(EstimatorInputError, match=r"q9.*consistency_judgement"):
         consis_sem([rec(rid="q9", cons=())])
 
+
+
+@pytest.mark.parametrize("greedy", ["...", "", "  ?! ", ["."]])
+def test_every_consistency_estimator_gives_empty_greedy_zero(greedy):
+    # Hand-made: three samples that all "agree" with a punctuation-only greedy answer (the judge saw "..." in
+    # each); the greedy answer says nothing, so every estimator must give 0.0 (the module's shared rule), as
+    # N-Prob already did. Before the fix Consis-Sem gave 2/3 and Consis-Lex 2/3 here.
+    r = rec(greedy=greedy, lps=(-0.1,), samples=("...", "...", "Paris"), cons=(1, 1, 0), rouge=(1.0, 1.0, 0.0))
+    assert n_prob([r])[0] == 0.0 and prob([r])[0] == 0.0
+    assert consis_sem([r])[0] == 0.0
+    assert consis_lex([r])[0] == 0.0
+    for name, fn in ESTIMATORS.items():
+        kw = {"equivalent": same_normalized} if name.startswith("SE-") else {}
+        assert fn([r], **kw)[0] == 0.0, name
+    # a real answer next to it is unaffected: 2 of 3 samples agree
+    assert consis_sem([r, rec()]).tolist() == [0.0, pytest.approx(2 / 3)]
 
 # ------------------------------------------------------------------------------------------ clustering
 def test_clusters_group_normalized_duplicates_and_empty_answers():

@@ -77,7 +77,7 @@ def test_evaluate_adds_every_estimator_and_keeps_trained_methods(tmp_path, capsy
     assert "| SE-Weighted |" in (tmp_path / "table.md").read_text()
     assert "| EliCal(8) |" in capsys.readouterr().out
 
-    assert res["estimators"]["SE-Discrete"]["judge"] == "embedding"
+    assert res["estimators"]["SE-Discrete"]["judge"] == "span"  # the default equivalence judge
 
     # a second run is idempotent: same lines, nothing duplicated (another judge, same clusters on these answers)
     before = (tmp_path / "predictions.jsonl").read_text()
@@ -136,7 +136,7 @@ def test_bad_input_exits_2(tmp_path, capsys, problem):
     err = capsys.readouterr().err
     expected = {"unknown": "unknown estimator(s) Nope", "bad_label": "line 3: field 'greedy_correctness'",
                 "nan": "line 2: field 'consistency_rougeL': Consis-Lex: record facts/q1: contains NaN",
-                "bad_judge": "unknown judge 'oracle'"}[problem]
+                "bad_judge": "unknown equivalence judge 'oracle'"}[problem]
     assert expected in err
 
 
@@ -164,3 +164,27 @@ def test_end_to_end_all_estimators_on_real_smollm2_output(tmp_path, smollm2, cap
     assert all(i.split("/")[0] == "facts" for i in res["estimators"]["Verbal-k"]["example_ids"])
     assert 0 <= res["estimators"]["Verbal-0"]["n_unparseable"] <= 8
     assert "| P(True) |" in capsys.readouterr().out
+
+
+def test_stored_methods_are_aligned_by_record_id(tmp_path):
+    # predictions.jsonl in reverse question order: the scores must be those of the method in record order
+    # (same Alignment dev part), computed here straight from evaluate_confidence.
+    test, trained = make_run(tmp_path, n_test=12)
+    lines = (tmp_path / "predictions.jsonl").read_text().splitlines()
+    (tmp_path / "predictions.jsonl").write_text("\n".join(reversed(lines)) + "\n")
+    assert main(["evaluate", str(tmp_path), "--quiet", "--estimators", "Prob"]) == 0
+    res = json.loads((tmp_path / "results.json").read_text())["results"]["all"]["EliCal(8)"]
+    y = np.array([r["greedy_correctness"] for r in test])
+    want = evaluate_confidence(y, trained, dev_fraction=CONFIG["dev_fraction"], seed=CONFIG["seed"], n_resamples=50)
+    assert res["alignment"] == pytest.approx(want["alignment"]) and res["threshold"] == pytest.approx(want["threshold"])
+    assert res["auroc"] == pytest.approx(want["auroc"])
+
+
+def test_a_stored_method_on_other_questions_is_refused(tmp_path, capsys):
+    make_run(tmp_path)
+    lines = (tmp_path / "predictions.jsonl").read_text().splitlines()
+    (tmp_path / "predictions.jsonl").write_text("\n".join(lines[2:]) + "\n")  # one question's lines gone
+    before = (tmp_path / "results.json").read_text()
+    assert main(["evaluate", str(tmp_path), "--quiet", "--estimators", "Prob"]) == 2
+    assert "predictions.jsonl" in capsys.readouterr().err
+    assert (tmp_path / "results.json").read_text() == before

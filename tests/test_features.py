@@ -44,3 +44,26 @@ def test_layer_choice_and_roundtrip(smollm2, tmp_path):
     save_features(tmp_path / "f.safetensors", ["q1"], final, meta={"layer": -1})
     ids, feats, meta = load_features(tmp_path / "f.safetensors")
     assert ids == ["q1"] and meta == {"layer": -1} and np.array_equal(feats, final)
+
+
+def test_prefill_hidden_states_equal_the_separate_pass(smollm2):
+    """The decoder's prefill (shared prompt prefix run once, then each prompt's left-padded rest) gives the states
+    of the separate right-padded pass, for several layers at once, in a batch and alone."""
+    from elical.generation.base import DecodingConfig, TransformersGenerator
+
+    model, tok = smollm2
+    questions = ["What is the capital of France?", "In which country is the city of Tampere, the third largest city?",
+                 "Who wrote Hamlet?"]
+    prompts = [build_prompt(tok, q) for q in questions]
+    layers = (-1, 8, 15)
+    gen = TransformersGenerator(model, tok, DecodingConfig(n_samples=2, max_new_tokens=3))
+    batch = gen.generate(prompts, ["a", "b", "c"], seed=0, hidden_layers=layers)
+    alone = gen.generate(prompts[2:], ["c"], seed=0, hidden_layers=(15,))[0]
+    assert gen.generate(prompts[:1], ["a"])[0].hidden_states is None  # only when asked for
+    for layer in layers:
+        expected = extract_hidden_states(model, tok, prompts, layer=layer, batch_size=3)
+        got = np.stack([g.hidden_states[layer] for g in batch])
+        assert got.dtype == np.float32 and got.shape == (3, model.config.hidden_size)
+        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(alone.hidden_states[15], batch[2].hidden_states[15], atol=1e-4, rtol=0)
+    assert set(alone.hidden_states) == {15}

@@ -1,9 +1,9 @@
-"""Tests for elical.judges.core: hand-computed values and the real all-MiniLM-L6-v2 (offline)."""
+"""Tests for elical.judges: hand-computed values and the real all-MiniLM-L6-v2 (offline)."""
 
 import numpy as np
 import pytest
 
-from elical.judges.core import (
+from elical.judges import (
     CorrectnessJudge,
     LexicalConsistency,
     SemanticEquivalenceJudge,
@@ -331,7 +331,7 @@ def test_mmlu_correct_lone_letter_and_nested_choices():
 
 # ---------------------------------------------------------------- registry, lexical equivalence, bad input
 
-from elical.judges.core import (  # noqa: E402
+from elical.judges import (  # noqa: E402
     JUDGE_NAMES,
     AliasCorrectnessJudge,
     LexicalEquivalenceJudge,
@@ -384,11 +384,14 @@ def test_lexical_thresholds_hand_computed():
 
 
 def test_registry_names_and_errors():
-    assert JUDGE_NAMES == ("exact", "contains", "token-f1", "rouge-l", "embedding", "nli", "llm")
-    with pytest.raises(ValueError, match="unknown judge 'bleu'.*exact, contains"):
+    assert JUDGE_NAMES == ("exact", "contains", "token-f1", "rouge-l", "embedding", "span", "span-contains", "nli",
+                           "llm")
+    with pytest.raises(ValueError, match="unknown equivalence judge 'bleu'.*exact, contains"):
         make_equivalence_judge("bleu")
-    with pytest.raises(ValueError, match="unknown judge"):
+    with pytest.raises(ValueError, match="unknown correctness judge"):
         make_correctness_judge("bleu")
+    with pytest.raises(ValueError, match="unknown equivalence judge 'span-contains'"):
+        make_equivalence_judge("span-contains")  # a correctness judge only
     with pytest.raises(TypeError):
         make_equivalence_judge("exact", threshold=0.5, model_path="x")
     assert isinstance(make_equivalence_judge("embedding", threshold=0.9), SemanticEquivalenceJudge)
@@ -463,3 +466,213 @@ def test_embedding_correctness_real_minilm(judge):
     corr.equivalence._model = judge.model
     out = corr(["The capital of France is Paris.", "Lyon", "Paris is the capital.", ""], ["Paris", "City of Paris"])
     np.testing.assert_array_equal(out, [1, 0, 1, 0])
+
+
+# ---------------------------------------------------------------- "Signals you can trust": one test per finding
+# Expected values are written by hand from the meaning of the answers, not recomputed by the judges.
+
+import ast  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from elical.judges import SpanCorrectnessJudge, SpanEquivalenceJudge, answer_span  # noqa: E402
+from elical.judges.span import span_correct, span_equivalent  # noqa: E402
+
+
+def test_judge_modules_have_no_import_cycle_and_stay_short():
+    """Finding 1: no judge module imports a sibling that imports it back; none over ~400 lines."""
+    root = Path(__file__).resolve().parents[1] / "src" / "elical" / "judges"
+    deps = {}
+    for f in root.glob("*.py"):
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        deps[f.stem] = {m.rsplit(".", 1)[1] for m in names if m.startswith("elical.judges.")}
+        assert len(f.read_text(encoding="utf-8").splitlines()) <= 400, f.name
+    for mod, uses in deps.items():
+        if mod in ("__init__", "core"):
+            continue
+        for other in uses:
+            assert mod not in deps.get(other, set()), f"cycle {mod} <-> {other}"
+        assert "core" not in uses and "__init__" not in uses, mod
+
+
+def test_cli_choices_read_the_registry():
+    from elical.cli import _parser
+    from elical.judges import JUDGES
+
+    run = _parser()._subparsers._group_actions[0].choices["run"]
+    acts = {a.dest: a for a in run._actions}
+    assert set(acts["equivalence_judge"].choices) == {n for n, s in JUDGES.items() if s.equivalence}
+    assert "span-contains" in acts["correctness_judge"].choices and "span" in acts["equivalence_judge"].choices
+
+
+class _Recorder:
+    """A judge that records the questions it receives."""
+
+    name = "rec"
+
+    def __init__(self):
+        self.questions = []
+
+    def judge(self, first, second, question=None):
+        self.questions.append(question)
+        return np.ones(len(second) if isinstance(first, str) else len(first), dtype=int)
+
+    __call__ = judge
+
+
+def test_judges_receive_the_question_at_annotation():
+    """Finding 2: make_record hands the question to the correctness and the equivalence judge."""
+    from elical.generation.base import Generation
+    from elical.jobs.annotate import Annotator, make_record
+
+    corr, eq = _Recorder(), _Recorder()
+    ann = Annotator(corr, LexicalConsistency(), eq)
+    q = {"id": "x/1", "dataset": "x", "question": "What is the capital of France?", "answer": ["Paris"]}
+    gen = Generation("Paris", ["Paris"], [-0.1], ["Paris", "Lyon"], [-0.2, -0.3], [1, 1])
+    make_record(q, "prompt", gen, ann, {})
+    assert corr.questions == [q["question"]] * 2 and eq.questions == [q["question"]]
+
+
+def test_a_judge_given_the_question_uses_it():
+    """Finding 2: the same pair is judged differently once the question says what is asked."""
+    corr = SpanCorrectnessJudge()
+    resp, aliases = "The capital of Mexico is Mexico City.", ["Mexico"]
+    assert corr([resp], aliases).tolist() == [1]  # without the question "Mexico" is in the answer
+    assert corr([resp], aliases, question="What is the capital of Mexico?").tolist() == [0]  # an echo
+    eq = SpanEquivalenceJudge(model_path="/nonexistent")
+    echo = "The capital of France is"
+    assert eq.judge_many([(echo, "The capital of France is Paris.")]).tolist() == [1]  # contained
+    assert eq.judge_many([(echo, "The capital of France is Paris.")], ["What is the capital of France?"]).tolist() == [0]
+
+
+@pytest.mark.parametrize("a, b, same", [
+    ("3.5", "35", False), ("1.5 million", "15 million", False), ("1,000", "1000", True), ("three", "3", True),
+    ("The answer is 3.5 metres.", "35 metres", False), ("2,500", "2500", True),
+])
+def test_numbers_first(a, b, same):
+    """Finding 3: numbers are compared as values before any text rule."""
+    assert exact_match(a, [b]) is same
+    assert contains_match(a, [b]) is same
+    assert SemanticEquivalenceJudge._rule(a, b) == (1 if same else 0)
+    assert span_equivalent(a, b, "How many are there?") == int(same)
+    assert span_correct(a, b, "How many are there?") is same
+
+
+def test_short_aliases_match_as_exact_tokens():
+    """Finding 4: codes and symbols match only as exact tokens, case kept; an echo of the question is no answer."""
+    assert not contains_match("Fort Wayne is located in Ohio.", ["Indiana", "IN"])
+    assert contains_match("Fort Wayne is in IN.", ["Indiana", "IN"])
+    assert contains_match("Fort Wayne is in Indiana.", ["Indiana", "IN"])
+    assert not contains_match("The currency is the euro in Europe.", ["EU"])
+    assert contains_match("It is a member of the EU.", ["EU"])
+    assert not contains_match("This is it.", [".is"])
+    assert contains_match("The domain is .is", [".is"])
+    assert contains_match("Its symbol is Fe.", ["Fe"]) and not contains_match("fe fi fo", ["Fe"])
+    assert contains_match("He lived in the U.S. for years.", ["US"])
+    q = "In which state is Fort Wayne?"
+    assert not span_correct("Fort Wayne is located in Ohio.", "IN", q)
+    assert span_correct("Fort Wayne is located in IN.", "IN", q)
+    assert not span_correct("Fort Wayne.", "Fort Wayne", q)  # an alias found only in the question
+    assert not span_correct("The capital of Mexico is Mexico City.", "Mexico", "What is the capital of Mexico?")
+    assert span_correct("The capital of Mexico is Mexico City.", "Mexico City", "What is the capital of Mexico?")
+    # "Mexico" inside the longer name "Mexico City" of the question does not hide the answer "Mexico"
+    assert span_correct("Mexico City is the capital of Mexico.", "Mexico", "In which country is Mexico City?")
+    assert not span_correct("Mexico City is a big city.", "Mexico", "In which country is Mexico City?")
+
+
+def test_answer_spans_by_hand():
+    q = "What is the capital of New Zealand?"
+    assert answer_span("The capital of New Zealand is Wellington.", q).words == ("wellington",)
+    assert answer_span("The capital of New Zealand is", q).empty
+    assert answer_span("I don't know.", q).empty and answer_span("", q).empty
+    assert answer_span("It was founded in 1910 by Ann Lee.", "Who founded the club?").numbers == {"1910"}
+
+
+@pytest.mark.parametrize("q, a, b, same", [
+    ("What is the capital of New Zealand?", "The capital of New Zealand is Wellington.", "Wellington", 1),
+    ("Who founded the club?", "It was founded in 1910 by Ann Lee.", "Ann Lee", 1),
+    ("What is the capital of France?", "The capital of France is", "The capital of France is", 0),  # echoes
+    ("What is the capital of France?", "What is the capital of France?", "Paris", 0),
+    ("What is the capital of France?", "I don't know.", "I don't know.", 0),
+    ("When was Ann Lee born?", "Ann Lee was born in 1920.", "Ann Lee was born in 1921.", 0),
+    ("When was Ann Lee born?", "She was born on July 18, 1861.", "She was born on July 21, 1861.", 0),
+    ("In which country is Kyoto?", "Kyoto is in Japan.", "Kyoto is a Japanese city.", 1),
+    ("Where is the Indus River?", "It flows through Pakistan and India.", "India", 0),  # a hedge
+])
+def test_span_equivalence_by_hand(q, a, b, same):
+    """Finding 5: the default equivalence judge compares what the answers say beyond the question."""
+    judge = SpanEquivalenceJudge(model_path="/nonexistent")  # all of these are decided before any model
+    assert judge.judge_many([(a, b), (b, a)], [q, q]).tolist() == [same, same]
+    assert judge.embedder._model is None
+
+
+def test_span_equivalence_embeds_spans_not_sentences(judge):
+    """Open pairs are decided by the cosine of the spans: a paraphrase beyond the question agrees."""
+    span = SpanEquivalenceJudge()
+    span.embedder._model = judge.model
+    q = "What is Ann Lee's job?"
+    # spans "physician" / "medical doctor" (cosine 0.90); "astrophysics" / "cooking baking" (0.13)
+    out = span.judge_many([("Ann Lee's job is physician.", "Ann Lee is a medical doctor."),
+                           ("Ann Lee works in astrophysics.", "Ann Lee works in cooking and baking.")], [q, q])
+    assert out.tolist() == [1, 0]
+    # same template, different entities: whole sentences have cosine 0.92, the spans "wellington" / "auckland" 0.78
+    q = "What is the capital of New Zealand?"
+    pairs = [("The capital of New Zealand is Wellington.", "The capital of New Zealand is Auckland."),
+             ("Ann Lee founded it in 1910.", "Bo Li founded it in 1910.")]
+    assert span.judge_many(pairs, [q, "Who founded the club?"]).tolist() == [0, 0]
+    assert judge.judge_many(pairs[:1]).tolist() == [1]  # the old whole-sentence embedding judge
+
+
+def test_mmlu_records_are_judged_by_their_choices():
+    """Finding 6: an MMLU record is judged by the one choice named; several letters or nothing is wrong."""
+    from elical.data.mmlu import MMLUAnswer
+    from elical.generation.base import Generation
+    from elical.jobs.annotate import Annotator, make_record
+
+    choices = ["Paris", "Lyon", "Marseille", "Nice"]
+    ann = Annotator(CorrectnessJudge("contains"), LexicalConsistency(), SpanEquivalenceJudge(model_path="/x"))
+    q = {"id": "mmlu/geo/1", "dataset": "mmlu", "question": "Which city?\nA. Paris\nB. Lyon\nC. Marseille\nD. Nice",
+         "answer": MMLUAnswer(choices, 1), "choices": choices, "answer_index": 1}
+    gen = Generation("The answer is A, not B, C or D.", [], [], ["B", "", "Lyon", "(C)"], [0.0] * 4, [1] * 4)
+    rec = make_record(q, "p", gen, ann, {})
+    assert rec["greedy_correctness"] == 0  # the contains judge would have said 1: "B" is in the answer
+    assert rec["sampling_correctness"] == [1, 0, 1, 0]
+    assert rec["consistency_judgement"] == [0, 0, 0, 0]  # the greedy answer names no single choice
+    for key in range(4):
+        assert not mmlu_correct("The answer is A, not B, C or D.", choices, key)
+        assert not mmlu_correct("", choices, key)
+    # the span judges read lettered choices from the question text too
+    assert SpanCorrectnessJudge()(["B", "A or B", ""], ["B", "Lyon"], question=q["question"]).tolist() == [1, 0, 0]
+
+
+def test_llm_judge_is_never_the_qa_model_by_default():
+    """Finding 7: no judge model, no llm judge; the explicit opt-in is recorded in the meta."""
+    from elical.jobs.annotate import Annotator
+    from elical.records import InputError
+
+    with pytest.raises(InputError, match="--judge-model"):
+        Annotator.default(correctness="llm", model=object(), tokenizer=object())
+    with pytest.raises(InputError, match="judge-base-url"):
+        Annotator.default(equivalence="llm", model=object(), tokenizer=object())
+    ann = Annotator.default(equivalence="llm", judge_base_url="http://127.0.0.1:9/v1")
+    assert ann.describe()["equivalence"] == "llm" and "judge_is_qa_model" not in ann.describe()
+
+
+def test_llm_judge_with_the_qa_model_on_request(monkeypatch):
+    import elical.judges.llm as llm
+    from elical.jobs.annotate import Annotator
+
+    monkeypatch.setattr(llm, "TransformersCompletion", lambda model, tok: (lambda prompts: ["yes"] * len(prompts)))
+    with pytest.warns(UserWarning, match="QA model"):
+        ann = Annotator.default(correctness="llm", model=object(), tokenizer=object(), judge_with_qa_model=True)
+    assert ann.describe()["judge_is_qa_model"] is True
+
+
+def test_defaults_are_the_span_judges():
+    from elical.jobs.annotate import Annotator
+    from elical.jobs.run import RunConfig
+
+    ann = Annotator.default()
+    assert ann.describe()["correctness"] == "span-contains" and ann.describe()["equivalence"] == "span"
+    assert isinstance(ann.correctness, SpanCorrectnessJudge) and isinstance(ann.semantic, SpanEquivalenceJudge)
+    assert (RunConfig().correctness_judge, RunConfig().equivalence_judge) == ("span-contains", "span")

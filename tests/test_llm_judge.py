@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import numpy as np
 import pytest
 
-from elical.judges.core import make_correctness_judge, make_equivalence_judge
+from elical.judges import make_correctness_judge, make_equivalence_judge
 from elical.judges.llm import (
     CORRECTNESS_PROMPT,
     EQUIVALENCE_PROMPT,

@@ -10,9 +10,9 @@ from safetensors.torch import load_file
 from elical.data.facts import load_facts
 from elical.generation.features import extract_hidden_states
 from elical.generation.base import build_prompt
-from elical.heads.probe import holdout_split
-from elical.heads.lora import (LoRAConfig, LoRAHead, detect_target_modules, fit_lora_cal_only, fit_lora_eli_only,
-                         fit_lora_elical)
+from elical.heads.validation import holdout_split
+from elical.heads.lora import LoRAConfig, LoRAHead, detect_target_modules
+from elical.heads.stages import fit_lora_cal_only, fit_lora_eli_only, fit_lora_elical
 
 LLAMA_PROJECTIONS = ("down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj")
 # Small steps would not move a head in 2 optimiser steps per epoch; these learn the toy target in 3 epochs.
@@ -30,7 +30,7 @@ def data(smollm2):
     _, tok = smollm2
     facts = load_facts()
     caps = sorted((f for f in facts if f["relation"] == "country_capital"), key=lambda f: f["id"])[::16][:14]
-    syms = sorted((f for f in facts if f["relation"] == "element_symbol"), key=lambda f: f["id"])[::9][:14]
+    syms = sorted((f for f in facts if f["relation"] == "element_symbol"), key=lambda f: f["id"])[::7][:14]
     prompts = [build_prompt(tok, f["question"]) for f in caps[:10] + syms[:10]]
     y = np.array([0.9] * 10 + [0.1] * 10)
     test = [build_prompt(tok, f["question"]) for f in caps[10:] + syms[10:]]

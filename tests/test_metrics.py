@@ -8,9 +8,11 @@ import pytest
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
+from elical.data.groups import group_of
+from elical.evaluation.aggregate import aggregate
 from elical.evaluation.metrics import (
-    CI_METRICS, IN_DOMAIN, OUT_OF_DOMAIN, accuracy_at_coverage, aggregate, alignment, alignment_accuracy, aurc, auroc,
-    best_threshold, bootstrap_ci, brier, dataset_group, ece, evaluate_confidence, reliability_bins, risk_coverage,
+    CI_METRICS, accuracy_at_coverage, alignment, alignment_accuracy, aurc, auroc, best_threshold, bootstrap_ci, brier,
+    ece, evaluate_confidence, reliability_bins, risk_coverage,
 )
 from elical.evaluation.metrics import _auroc_rank
 
@@ -262,12 +264,15 @@ def test_evaluate_confidence_one_class_and_constant():
     assert evaluate_confidence([1, 0], [1.0, 0.05], n_resamples=20)["ece"] == pytest.approx(0.025)
 
 
-def test_dataset_group():
-    assert all(dataset_group(d) == "in_domain" for d in IN_DOMAIN)
-    assert all(dataset_group(d) == "out_of_domain" for d in OUT_OF_DOMAIN)
-    assert dataset_group("NQ") == "in_domain"
-    assert dataset_group("mmlu") == dataset_group("mmlu_test") == "unseen"
-    assert dataset_group("facts") == "other"
+def test_dataset_group_matches_the_paper_and_the_released_folder_names():
+    # HonestyBench (Ni et al., Sec. 4): in-domain NQ, TriviaQA, HotpotQA, 2Wiki, ParaRel; out-of-domain SQuAD,
+    # WebQuestions, CWQ, MuSiQue, PopQA; MMLU unseen. Folder names as in the released files (TriviaQA is "tq").
+    paper = {"nq": "in_domain", "tq": "in_domain", "triviaqa": "in_domain", "hq": "in_domain",
+             "2wikimultihopqa": "in_domain", "pararel_patterns": "in_domain", "squad": "out_of_domain",
+             "web_questions": "out_of_domain", "complex_web_questions": "out_of_domain", "musique": "out_of_domain",
+             "popqa": "out_of_domain", "mmlu": "unseen", "mmlu_test": "unseen", "facts": "other", "NQ": "in_domain",
+             "TQ": "in_domain"}
+    assert {d: group_of(d) for d in paper} == paper
 
 
 def test_aggregate_weighted_by_size():
@@ -276,12 +281,12 @@ def test_aggregate_weighted_by_size():
            "squad": {"auroc": 0.7, "ece": 0.2},
            "mmlu": {"auroc": 0.9, "ece": 0.05}}
     sizes = {"nq": 100, "hq": 300, "squad": 50, "mmlu": 10}
-    out = aggregate(per, sizes, {d: dataset_group(d) for d in per})
+    out = aggregate(per, sizes, {"nq": "in_domain", "hq": "in_domain", "squad": "out_of_domain", "mmlu": "unseen"})
     assert out["in_domain"] == {"auroc": pytest.approx(0.65), "ece": pytest.approx(0.25), "n": 400,
                                 "datasets": ["hq", "nq"]}
     assert out["out_of_domain"]["auroc"] == pytest.approx(0.7)
     assert out["unseen"] == {"auroc": pytest.approx(0.9), "ece": pytest.approx(0.05), "n": 10, "datasets": ["mmlu"]}
-    assert aggregate(per, sizes) == out  # groups=None uses dataset_group
+    assert aggregate(per, sizes) == out  # groups=None uses the HonestyBench groups
     real = {d: evaluate_confidence(*_random(n=n, seed=n), n_resamples=20) for d, n in (("nq", 40), ("hq", 60))}
     agg = aggregate(real, {"nq": 40, "hq": 60})["in_domain"]
     assert set(agg) == {"auroc", "ece", "ece_quantile", "brier", "alignment", "aurc", "acc@50", "acc@80",

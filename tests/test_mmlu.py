@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from elical.jobs.build import BuildConfig, build
-from elical.judges.core import mmlu_correct
+from elical.judges import mmlu_correct
 from elical.data.mmlu import MMLUAnswer, MMLUCorrectness, format_question, load_mmlu, record_choices
 from elical.records import InputError, read_records
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from elical.judges.core import make_correctness_judge, make_equivalence_judge
+from elical.judges import make_correctness_judge, make_equivalence_judge
 from elical.judges.nli import NLIEquivalenceJudge, entailment_index
 
 LABELS = {0: "neutral", 1: "contradiction", 2: "Entailment"}  # not the MNLI order, not lower case

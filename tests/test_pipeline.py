@@ -1,4 +1,5 @@
-"""End to end with the real SmolLM2: the smoke preset on facts, a run on 30 nq questions, bad input, resume."""
+"""End to end with the real SmolLM2: the smoke preset on facts (and again at another batch size), records that do not
+depend on the batch, a run on 30 nq questions, bad input, resume."""
 import json
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from elical.cli import main
+from elical.generation.features import load_features
 from elical.jobs.run import PRESETS, run
 from elical.records import read_records
 from elical.evaluation.metrics import auroc
@@ -41,11 +43,68 @@ def test_smoke_run_on_facts(tmp_path):
     assert all(0 <= p["confidence"] <= 1 for p in preds)
     if 0 < y.mean() < 1:
         assert saved["results"]["all"]["Consis-Sem"]["auroc"] == pytest.approx(auroc(y, c))
-    # the same seed gives the same records; --resume on a finished run recomputes nothing new
+    # records say which decoder made them (and not the batch size: it changes no answer)
+    assert recs[0]["meta"]["decoding"] == {"generator": "TransformersGenerator", "n_samples": cfg.n_samples,
+                                           "temperature": 1.0, "top_p": 0.95, "top_k": 50,
+                                           "max_new_tokens": cfg.max_new_tokens}
+    # --resume on a finished run recomputes nothing new
     first = json.loads((out / "results.json").read_text())["results"]
     run(cfg, out, resume=True, progress=False)
     assert read_records(out / "records" / "annotations.jsonl") == recs
     assert json.loads((out / "results.json").read_text())["results"] == first
+    # a second real run with another batch size: the same records, and the same prefill hidden states
+    other = run(replace(cfg, batch_size=5, model_estimators=False), tmp_path / "bs5", progress=False)
+    assert_same_records(read_records(tmp_path / "bs5" / "records" / "annotations.jsonl"), recs)
+    ids, feats, _ = load_features(out / "features" / "hidden_states.safetensors")
+    ids5, feats5, _ = load_features(tmp_path / "bs5" / "features" / "hidden_states.safetensors")
+    assert ids == ids5 == [r["id"] for r in recs]
+    np.testing.assert_allclose(feats5, feats, atol=1e-4, rtol=0)
+    assert other["results"]["all"]["Consis-Sem"] == table["Consis-Sem"]
+
+
+LOGPROB_FIELDS = ("greedy_logprobs", "greedy_cumulative_logprobs", "sampling_cumulative_logprobs")
+
+
+def assert_same_records(got: list[dict], expected: list[dict]) -> None:
+    """Record by record (matched by id): every field equal (texts, tokens, judgements, meta), log-probs within
+    1e-4."""
+    by_id = {r["id"]: r for r in got}
+    assert sorted(by_id) == sorted(r["id"] for r in expected)
+    for e in expected:
+        g = by_id[e["id"]]
+        assert {k: v for k, v in g.items() if k not in LOGPROB_FIELDS} == \
+            {k: v for k, v in e.items() if k not in LOGPROB_FIELDS}, e["id"]
+        for k in LOGPROB_FIELDS:
+            np.testing.assert_allclose(np.array(g[k], dtype=float), np.array(e[k], dtype=float), atol=1e-4)
+
+
+def test_records_do_not_depend_on_the_batch_size_or_on_resuming(tmp_path, smollm2):
+    """8 questions, N = 3, through elical run's generation path (annotate with the transformers decoder) at batch
+    sizes 1, 4 and 16, and a run resumed after a partial file: the same records."""
+    from elical.data.facts import load_facts
+    from elical.generation.base import DecodingConfig, TransformersGenerator
+    from elical.jobs.annotate import Annotator, annotate
+
+    model, tok = smollm2
+    questions = load_facts()[:8]
+    annotator = Annotator.default()
+    runs = {}
+    for bs in (1, 4, 16):
+        gen = TransformersGenerator(model, tok, DecodingConfig(n_samples=3, max_new_tokens=8, batch_size=bs))
+        runs[bs] = annotate(questions, gen, annotator, tmp_path / f"bs{bs}.jsonl", seed=7, meta={"model": "m"},
+                            progress=False)
+    assert_same_records(runs[1], runs[16])
+    assert_same_records(runs[4], runs[16])
+    assert len({s for r in runs[16] for s in r["sampling_response"]}) > 8  # the samples do vary
+    # resume: three scattered questions already done; the five others are generated in batches of their own
+    partial = tmp_path / "resumed.jsonl"
+    partial.write_text("".join(json.dumps(runs[4][i]) + "\n" for i in (0, 3, 6)))
+    gen = TransformersGenerator(model, tok, DecodingConfig(n_samples=3, max_new_tokens=8, batch_size=4))
+    fresh = {}
+    resumed = annotate(questions, gen, annotator, partial, seed=7, meta={"model": "m"}, progress=False,
+                       hidden_layers=(-1,), hidden_states=fresh)
+    assert_same_records(resumed, runs[16])
+    assert sorted(fresh) == sorted(questions[i]["id"] for i in (1, 2, 4, 5, 7))  # only the generated ones
 
 
 def test_run_on_30_nq_questions(tmp_path, shared_data):

@@ -65,3 +65,35 @@ def test_derived_quantities_and_released_layout():
     assert sample_accuracy(rec) == 0.25
     with pytest.raises(ValueError, match="record x"):
         self_consistency({"id": "x", "consistency_judgement": []})
+
+
+def test_read_qa_file_encodings_and_sizes(tmp_path, capsys):
+    line = '{"question": "Où est Paris ?", "answer": ["France"]}\n'
+    bom = tmp_path / "bom" / "test.jsonl"
+    bom.parent.mkdir()
+    bom.write_bytes(b"\xef\xbb\xbf" + line.encode("utf-8"))
+    assert read_qa_file(bom)[0]["question"] == "Où est Paris ?"
+    latin = _write(tmp_path, "", "latin/test.jsonl")
+    latin.write_bytes(line.encode("utf-8") + line.encode("latin-1"))
+    # '{"question": "O' is 15 characters, so the Latin-1 byte of "ù" is the 16th
+    with pytest.raises(InputError, match=r"line 2: not UTF-8 text \(byte 0xf9 at column 16\)"):
+        read_qa_file(latin)
+    with pytest.raises(InputError, match="no questions") as exc:
+        read_qa_file(_write(tmp_path, "\n  \n", "empty/test.jsonl"))
+    assert exc.value.path.endswith("empty/test.jsonl") and exc.value.line is None
+    long = _write(tmp_path, line + json.dumps({"question": "x" * 20_001, "answer": ["y"]}) + "\n", "long/a.jsonl")
+    with pytest.raises(InputError, match="line 2: field 'question': 20,001 characters"):
+        read_qa_file(long)
+    dup = _write(tmp_path, line + '{"question": "q2?", "answer": ["b"]}\n' + line.replace("France", "Texas"),
+                 "dup/test.jsonl")
+    assert [(q["question"], q["answer"], q["source"]["line"]) for q in read_qa_file(dup)] == [
+        ("Où est Paris ?", ["France"], 1), ("q2?", ["b"], 2)]
+    assert "line 3 repeats line 1" in capsys.readouterr().err
+
+
+def test_read_records_skips_a_tail_torn_inside_a_character(tmp_path):
+    p = tmp_path / "r.jsonl"
+    p.write_bytes(b'{"id": "a"}\n' + '{"id": "é'.encode("utf-8")[:-1])  # killed mid-way through "é"
+    assert read_records(p) == [{"id": "a"}]
+    with pytest.raises(InputError, match="line 2: not UTF-8"):
+        read_records(p, skip_torn_tail=False)

@@ -1,16 +1,21 @@
 """Make the model outputs behind benchmarks/judge_pairs/pairs.jsonl (real SmolLM2-135M-Instruct answers).
 
-Run once from the repository root (a few minutes on one CPU core):
+Run from the repository root (a few minutes on one CPU core):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/judge_pairs/make_candidates.py \
-        ../shared/data/honestybench-qa benchmarks/judge_pairs/outputs.jsonl
+        ../shared/data/honestybench-qa benchmarks/judge_pairs/outputs.jsonl [STAGES]
+
+STAGES: "1,2" (default: both stages, a new file) or "2" (stage 2 only, appended). Each stage is generated in its
+own batches of 8, so a one-go run gives the same answers as stage 1 followed by an appended stage 2.
 
 Questions: a seeded (random.Random(2026)) draw from all nine HonestyBench QA sets and from several relations of
 the embedded `facts` set, leaving out every question of tests/data/judge_pairs.jsonl (that set tuned the judges).
-Questions whose gold answer is a number or a date are over-weighted, and each HonestyBench set contributes a few
-questions whose text contains a gold alias (echo answers). Each question gets the greedy answer and eight samples
-(temperature 1.0, top-p 0.95, top-k 50, 24 new tokens, seed 0, batch 8) with today's QA prompt.
-Writes one line per question: {"dataset", "relation", "question", "answer", "greedy", "samples"}.
+Stage 1 (246 questions): about 22 per HonestyBench set and 46 `facts` questions over 13 relations, with questions
+whose gold answer is a number or a date over-weighted and a few per set whose text contains a gold alias (echo
+answers). Stage 2 (100 questions, PLAN2 below): question types the model gets right or answers consistently more
+often, added because stage 1 gave too few correct and consistent answers. Each question gets the greedy answer and
+eight samples (temperature 1.0, top-p 0.95, top-k 50, 24 new tokens, seed 0, batch 8) with today's QA prompt.
+Writes one line per question: {"stage", "dataset", "relation", "question", "answer", "greedy", "samples"}.
 """
 
 import json
@@ -19,11 +24,11 @@ import re
 import sys
 from pathlib import Path
 
-from elical.data import load_dataset
-from elical.facts import load_facts
-from elical.generation import DecodingConfig, build_prompt
-from elical.models import load_model
-from elical.prefix_sharing import PrefixSharingGenerator
+from elical.data.facts import load_facts
+from elical.data.sources import load_dataset
+from elical.generation.base import DecodingConfig, build_prompt
+from elical.generation.models import load_model
+from elical.generation.prefix_sharing import PrefixSharingGenerator
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_PAIRS = ROOT / "tests" / "data" / "judge_pairs.jsonl"
@@ -70,6 +75,35 @@ FACTS_PLAN = {  # 46 questions: several relations, numbers and codes over-weight
 }
 
 
+def comparison(q):
+    """A two-way comparison whose answer is one of the two names in the question ("Who was born first, A or B?")."""
+    return " or " in q["question"] and alias_in_question(q)
+
+
+def small_number(q):
+    return any(a.isdigit() and int(a) <= 30 for a in q["answer"]) or q.get("relation") == "number_element" and any(
+        int(n) <= 30 for n in re.findall(r"\d+", q["question"]))
+
+
+# Stage 2, drawn after stage 1 from the same random.Random(2026) and generated in its own batches (so stage 1's
+# outputs do not change): questions the model answers right or consistently more often, chosen by question type
+# only (a "facts" relation, a two-way comparison, a gold alias in the question), because stage 1 gave too few
+# correct and consistent answers for both classes to be well represented.
+PLAN2 = {
+    "hq": [(8, comparison)],
+    "2wikimultihopqa": [(8, comparison)],
+    "pararel_patterns": [(8, alias_in_question)],
+    "popqa": [(6, lambda q: q["question"].startswith("What is the capital of"))],
+    "web_questions": [(5, alias_in_question)],
+}
+FACTS_PLAN2 = {
+    "country_capital": (8, None), "capital_country": (8, None), "country_language": (8, None),
+    "country_continent": (8, None), "city_country": (8, None), "us_city_state": (6, None),
+    "element_symbol": (6, None), "symbol_element": (5, None), "element_number": (5, small_number),
+    "number_element": (3, small_number),
+}
+
+
 def pick(pool, rng, n, test, taken):
     pool = [q for q in pool if q["question"] not in taken and (test is None or test(q))]
     got = rng.sample(pool, min(n, len(pool)))
@@ -94,39 +128,48 @@ def read_questions(name, data_dir):
 
 
 def choose_questions(data_dir):
+    """(stage 1 questions, stage 2 questions), both drawn with one random.Random(2026)."""
     rng = random.Random(2026)
     taken = {json.loads(line)["question"] for line in OLD_PAIRS.read_text(encoding="utf-8").splitlines() if line}
-    chosen = []
+    chosen, qs = [], {name: read_questions(name, data_dir) for name in PLAN}
     for name, plan in PLAN.items():
-        qs = read_questions(name, data_dir)
         for n, test in plan:
-            chosen += pick(qs, rng, n, test, taken)
+            chosen += pick(qs[name], rng, n, test, taken)
     by = {}
     for q in load_facts():
         by.setdefault(q["relation"], []).append(q)
     for rel, n in FACTS_PLAN.items():
         chosen += pick(by[rel], rng, n, None, taken)
-    return chosen
+    chosen2 = []
+    for name, plan in PLAN2.items():
+        for n, test in plan:
+            chosen2 += pick(qs[name], rng, n, test, taken)
+    for rel, (n, test) in FACTS_PLAN2.items():
+        chosen2 += pick(by[rel], rng, n, test, taken)
+    return chosen, chosen2
 
 
-def main(data_dir: str, out_path: str) -> None:
-    chosen = choose_questions(data_dir)
-    print(len(chosen), "questions", flush=True)
+def main(data_dir: str, out_path: str, stages: str = "1,2") -> None:
+    """Generate the given stages ("1,2": both, a new file; "2": stage 2 only, appended to out_path)."""
+    stage1, stage2 = choose_questions(data_dir)
+    todo = [(st, qs) for st, qs in ((1, stage1), (2, stage2)) if str(st) in stages.split(",")]
+    print(len(stage1), "+", len(stage2), "questions", flush=True)
     model, tok = load_model()
     gen = PrefixSharingGenerator(model, tok, DecodingConfig(n_samples=8, max_new_tokens=24, batch_size=8))
-    with open(out_path, "w", encoding="utf-8") as out:
-        for i in range(0, len(chosen), 8):
-            batch = chosen[i:i + 8]
-            gens = gen.generate([build_prompt(tok, q["question"]) for q in batch],
-                                [f"{q['dataset']}|{q['question']}" for q in batch], seed=0)
-            for q, g in zip(batch, gens):
-                out.write(json.dumps({"dataset": q["dataset"], "relation": q.get("relation"),
-                                      "question": q["question"], "answer": q["answer"],
-                                      "greedy": g.greedy_response, "samples": g.sampling_response},
-                                     ensure_ascii=False) + "\n")
-            out.flush()
-            print(i + len(batch), "/", len(chosen), flush=True)
+    with open(out_path, "w" if "1" in stages.split(",") else "a", encoding="utf-8") as out:
+        for stage, chosen in todo:
+            for i in range(0, len(chosen), 8):  # each stage in its own batches
+                batch = chosen[i:i + 8]
+                gens = gen.generate([build_prompt(tok, q["question"]) for q in batch],
+                                    [f"{q['dataset']}|{q['question']}" for q in batch], seed=0)
+                for q, g in zip(batch, gens):
+                    out.write(json.dumps({"stage": stage, "dataset": q["dataset"], "relation": q.get("relation"),
+                                          "question": q["question"], "answer": q["answer"],
+                                          "greedy": g.greedy_response, "samples": g.sampling_response},
+                                         ensure_ascii=False) + "\n")
+                out.flush()
+                print(f"stage {stage}:", i + len(batch), "/", len(chosen), flush=True)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])

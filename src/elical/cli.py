@@ -17,7 +17,7 @@ __all__ = ["main"]
 # Each of these modules defines ``register(subparsers)``, which adds its subcommand with
 # ``set_defaults(handler=...)``; the handler takes the parsed args and returns an exit code. Keep their top-level
 # imports light: every ``elical`` call imports them.
-_SUBCOMMAND_MODULES: tuple[str, ...] = ("jobs.build", "jobs.evaluate", "report.page", "jobs.sweep", "jobs.predict",
+_SUBCOMMAND_MODULES: tuple[str, ...] = ("jobs.build", "jobs.merge", "jobs.evaluate", "report.page", "jobs.sweep", "jobs.predict",
                                          "generation.serve")
 
 
@@ -41,27 +41,47 @@ def _positive(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="elical", description="Honesty alignment: EliCal and HonestyBench.")
     sub = p.add_subparsers(dest="command", required=True)
-    judges = ["exact", "contains", "token-f1", "rouge-l", "embedding", "nli", "llm"]
+    from elical.heads import HEADS
+    from elical.judges import DEFAULT_CORRECTNESS, DEFAULT_EQUIVALENCE, correctness_names, equivalence_names
+
     r = sub.add_parser("run", help="train and evaluate EliCal and its baselines end to end")
     r.add_argument("--preset", choices=["smoke", "default"], default="default",
                    help="sizes: smoke (< 3 min on 2 cores, for tests) or default (< 15 min)")
     r.add_argument("--model", help="'smollm2-135m-instruct' (offline default), a local directory or a HF model id")
     r.add_argument("--data-dir", help="directory in the HonestyBench QA layout <dataset>/<split>.jsonl")
-    r.add_argument("--datasets", help="comma-separated dataset names (default: facts; with --data-dir: required)")
+    r.add_argument("--datasets", help="comma-separated dataset names (default: facts; with --data-dir: required); "
+                   "in-domain ones give the training pool and evaluation questions, out-of-domain ones and MMLU "
+                   "evaluation questions only (elical.data.groups)")
+    r.add_argument("--pool-datasets", help="comma-separated datasets of your own (in no HonestyBench group) that may "
+                   "also feed the training pool; without it they give evaluation questions only")
     r.add_argument("--n-train", type=_positive, help="training-pool questions (unlabelled, of which k labelled)")
-    r.add_argument("--n-eval", type=_positive, help="evaluation questions per dataset")
+    r.add_argument("--n-eval", type=_positive, help="evaluation questions per dataset (at least 10)")
     r.add_argument("--n-samples", type=_positive, help="sampled answers per question (N)")
     r.add_argument("--k", type=_csv_ints, help="labelled-question counts for Cal-Only(k) and EliCal(k), e.g. 16,64")
-    r.add_argument("--head", choices=["linear", "mlp", "lora"],
+    r.add_argument("--target", choices=["sample-accuracy", "greedy"],
+                   help="label target of every label-using method (Cal-Only, EliCal, Platt/isotonic): the share of "
+                        "correct sampled answers (the paper's, default) or the greedy answer's correctness")
+    r.add_argument("--head", choices=HEADS.names(),
                    help="probe head on the frozen hidden state, or the paper's LoRA + linear head (slow on a CPU)")
     r.add_argument("--layer", type=int, help="hidden layer to read (-1 = final)")
     r.add_argument("--batch-size", type=_positive, help="questions per generation batch")
     r.add_argument("--device", help="cpu, cuda, cuda:1, ...")
+    r.add_argument("--backend", choices=["transformers", "vllm", "openai"],
+                   help="generation backend (default transformers; hidden states then come from its prefill, "
+                        "else from a separate local pass); see docs/backends.md")
+    r.add_argument("--base-url", help="openai backend: the server's URL, e.g. http://127.0.0.1:8000/v1")
+    r.add_argument("--api-key-env", help="openai backend: environment variable holding the API key")
     r.add_argument("--seed", type=int, help="seed of question choice, sampling, label subsets and heads")
     r.add_argument("--output", help="run directory (default: runs/<preset>-<time>)")
-    r.add_argument("--correctness-judge", choices=judges, help="correctness of an answer against the gold aliases")
-    r.add_argument("--equivalence-judge", choices=judges, help="a sample's agreement with the greedy answer")
-    r.add_argument("--judge-model", help="local model directory for the embedding or nli judge")
+    r.add_argument("--correctness-judge", choices=correctness_names(),
+                   help=f"correctness of an answer against the gold aliases (default {DEFAULT_CORRECTNESS})")
+    r.add_argument("--equivalence-judge", choices=equivalence_names(),
+                   help=f"a sample's agreement with the greedy answer (default {DEFAULT_EQUIVALENCE})")
+    r.add_argument("--judge-model", help="model for the judges: a local directory for embedding / span / nli; for "
+                   "llm a local judge model directory, or the model name sent to --judge-base-url")
+    r.add_argument("--judge-base-url", help="llm judge: an OpenAI-compatible server, e.g. http://host:8000/v1")
+    r.add_argument("--judge-with-qa-model", action="store_true", default=None,
+                   help="llm judge: let the QA model judge its own answers (recorded as judge_is_qa_model)")
     r.add_argument("--no-model-estimators", dest="model_estimators", action="store_false", default=None,
                    help="skip Verbal-0, Verbal-k and P(True), which query the model again")
     r.add_argument("--build-dir", help="reuse the records and hidden states of an `elical build` directory")
@@ -89,19 +109,39 @@ def _config_from_args(args):
     overrides = {
         "model": args.model, "data_dir": os.path.abspath(args.data_dir) if args.data_dir else None,
         "datasets": tuple(d.strip() for d in args.datasets.split(",") if d.strip()) if args.datasets else None,
+        "pool_datasets": tuple(d.strip() for d in args.pool_datasets.split(",") if d.strip())
+        if args.pool_datasets else None,
         "n_train": args.n_train, "n_eval": args.n_eval, "n_samples": args.n_samples, "k_values": args.k,
-        "head": args.head, "layer": args.layer, "batch_size": args.batch_size, "device": args.device,
-        "seed": args.seed, "correctness_judge": args.correctness_judge,
+        "head": args.head, "target": args.target, "layer": args.layer, "batch_size": args.batch_size, "device": args.device,
+        "seed": args.seed, "correctness_judge": args.correctness_judge, "backend": args.backend,
+        "base_url": args.base_url, "api_key_env": args.api_key_env,
         "equivalence_judge": args.equivalence_judge, "semantic_model": args.judge_model,
+        "judge_base_url": args.judge_base_url, "judge_with_qa_model": args.judge_with_qa_model,
         "model_estimators": args.model_estimators, "build_dir": os.path.abspath(args.build_dir) if args.build_dir else None,
     }
     return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _silence_progress_bars() -> None:
+    """``--quiet``: our own bars get ``disable=not progress``; these are the libraries' (transformers' and
+    sentence-transformers' "Loading weights", Hugging Face downloads)."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when huggingface_hub is first imported
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
 
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the defaults are offline; a user may set it to 0
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if getattr(args, "quiet", False):
+        _silence_progress_bars()
     from elical.records import InputError
 
     try:

@@ -16,11 +16,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Iterable, Iterator
 
 __all__ = [
     "InputError",
+    "MAX_QUESTION_CHARS",
+    "decoded_lines",
     "iter_json_lines",
     "read_qa_file",
     "read_records",
@@ -29,6 +32,7 @@ __all__ = [
     "self_consistency",
     "sample_accuracy",
     "greedy_text",
+    "warn",
 ]
 
 
@@ -42,39 +46,83 @@ class InputError(ValueError):
         super().__init__(f"{where}: {what}{problem}")
 
 
-def iter_json_lines(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` for each non-blank line of a JSONL file; InputError (file, line) for a malformed
-    line or one that is not a JSON object."""
+def decoded_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, bool]]:
+    """``(line number, text, complete)`` for every line of a UTF-8 text file; ``complete`` is False for a last
+    line without a newline. A leading byte-order mark is dropped (files saved by some Windows editors start with
+    one). The one place where elical decodes its input files.
+
+    Raises :class:`InputError` naming file and line for bytes that are not UTF-8, and for a missing path."""
     path = Path(path)
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(path, None, None, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(path, None, None, "is a directory, not a file") from None
+    with fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, lineno, None, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(obj, dict):
-                raise InputError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
-            yield lineno, obj
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(path, lineno, None, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                                 f"{len(raw[:exc.start].decode('utf-8', 'replace')) + 1}); save the file as "
+                                 "UTF-8") from None
+            complete = text.endswith("\n")
+            yield lineno, text.rstrip("\r\n") if complete else text, complete
+
+
+def iter_json_lines(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file (UTF-8, with or without a byte-order
+    mark); InputError (file, line) for bytes that are not UTF-8, a malformed line or one that is not a JSON
+    object."""
+    path = Path(path)
+    for lineno, line, _ in decoded_lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(path, lineno, None, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(obj, dict):
+            raise InputError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+        yield lineno, obj
+
+
+MAX_QUESTION_CHARS = 20_000
+"""Longest question :func:`read_qa_file` accepts, in characters: a cheap guard at read time against a line that
+is not a question (a pasted document); the model's own context limit is checked where the model is loaded
+(:func:`elical.jobs.checks.check_prompt_lengths`)."""
+
+
+def warn(message: str) -> None:
+    """A warning about the user's input, on stderr (the command still runs)."""
+    print(f"elical: warning: {message}", file=sys.stderr, flush=True)
 
 
 def read_qa_file(path: str | os.PathLike, dataset: str | None = None) -> list[dict]:
     """Read a QA file in the HonestyBench layout: lines ``{"question": str, "answer": [str, ...]}``.
 
-    Returns a list of dicts with ``id`` (``<dataset>/<line number>`` unless the line has its own ``id``),
-    ``dataset``, ``question`` and ``answer`` (aliases; empty-string aliases, present in a few CWQ lines, are
-    dropped). Raises :class:`InputError` naming file, line and field for a malformed line, a missing or empty
-    question, or a missing, non-list or empty answer list.
+    UTF-8, with or without a byte-order mark. Returns a list of dicts with ``id`` (``<dataset>/<line number>``
+    unless the line has its own ``id``), ``dataset``, ``question``, ``answer`` (aliases; empty-string aliases,
+    present in a few CWQ lines, are dropped), and ``source`` (``{"file", "line"}``, for error messages of later
+    checks). A question repeated in the file (equal up to case and spacing) is kept once, at its first line, with
+    a warning on stderr naming the lines. Raises :class:`InputError` naming file, line and field for bytes that
+    are not UTF-8, a malformed line, a missing or empty question, a question over ``MAX_QUESTION_CHARS``
+    characters, a missing, non-list or empty answer list, or a file without any question.
     """
     path = Path(path)
     dataset = dataset or path.parent.name
-    out = []
+    out, first_line, repeats = [], {}, []
     for lineno, obj in iter_json_lines(path):
         question = obj.get("question")
         if not isinstance(question, str) or not question.strip():
             raise InputError(path, lineno, "question", "missing or empty question" if not question else
                              f"expected a string, got {type(question).__name__}")
+        if len(question) > MAX_QUESTION_CHARS:
+            raise InputError(path, lineno, "question", f"{len(question):,} characters, more than the "
+                             f"{MAX_QUESTION_CHARS:,} a question may have (is this line a question?)")
         if "answer" not in obj:
             raise InputError(path, lineno, "answer", "missing (expected a list of gold answer strings)")
         answer = obj["answer"]
@@ -83,8 +131,20 @@ def read_qa_file(path: str | os.PathLike, dataset: str | None = None) -> list[di
         aliases = [a for a in answer if a.strip()]
         if not aliases:
             raise InputError(path, lineno, "answer", "no non-empty gold answer")
+        key = " ".join(question.casefold().split())
+        if key in first_line:
+            repeats.append((lineno, first_line[key]))
+            continue
+        first_line[key] = lineno
         rid = obj.get("id") or f"{dataset}/{lineno}"
-        out.append({"id": str(rid), "dataset": dataset, "question": question.strip(), "answer": aliases})
+        out.append({"id": str(rid), "dataset": dataset, "question": question.strip(), "answer": aliases,
+                    "source": {"file": str(path), "line": lineno}})
+    if not out:
+        raise InputError(path, None, None, "no questions (the file is empty)")
+    if repeats:
+        shown = ", ".join(f"line {a} repeats line {b}" for a, b in repeats[:10])
+        more = f" and {len(repeats) - 10} more" if len(repeats) > 10 else ""
+        warn(f"{path}: {len(repeats)} duplicate question(s) skipped, the first kept ({shown}{more})")
     return out
 
 
@@ -118,22 +178,34 @@ def read_records(path: str | os.PathLike, *, skip_torn_tail: bool = True) -> lis
     path = Path(path)
     if not path.exists():
         return []
-    lines = path.read_text(encoding="utf-8").split("\n")
     out = []
-    for i, line in enumerate(lines, start=1):
+    lines = decoded_lines(path)
+    while True:
+        try:
+            i, line, complete = next(lines)
+        except StopIteration:
+            break
+        except InputError as exc:  # bytes that are not UTF-8: a torn multi-byte character at the tail is skipped
+            if skip_torn_tail and exc.line is not None and _is_last_line(path, exc.line):
+                break
+            raise
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            is_tail = i == len(lines)  # no newline after it: the write was interrupted
-            if skip_torn_tail and is_tail:
+            if skip_torn_tail and not complete:  # no newline after it: the write was interrupted
                 break
             raise InputError(path, i, None, f"malformed JSON ({exc.msg})") from None
         if not isinstance(obj, dict):
             raise InputError(path, i, None, "expected a JSON object")
         out.append(obj)
     return out
+
+
+def _is_last_line(path: Path, lineno: int) -> bool:
+    data = path.read_bytes()
+    return not data.endswith(b"\n") and data.count(b"\n") == lineno - 1
 
 
 def _repair_tail(path: Path) -> None:

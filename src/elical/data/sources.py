@@ -7,26 +7,50 @@ the HonestyBench QA layout ``<data_dir>/<dataset>/<split>.jsonl`` with lines ``{
 Training pools: only evaluation files exist offline, so each file is cut in two by a hash of the normalized
 question (:func:`hash_split`): the ``train`` part feeds the unlabelled pool and the k labelled questions, the
 ``test`` part the evaluation. The cut depends on the question text alone, so it is the same on every machine,
-for every seed and every run size, and a question never lands on both sides.
+for every seed and every run size, and a question never lands on both sides. The hash is taken of
+:func:`normalize_question`, so near-duplicates that differ only in case, accents, punctuation, articles or
+spacing (NQ's "when did michael jordan return to the nba" and WebQuestions' "... the nba?") land on one side,
+in whichever dataset they occur.
+
+Only in-domain datasets feed the pool (:mod:`elical.data.groups`); out-of-domain sets, MMLU and datasets in no
+group give evaluation questions only, unless a dataset in no group is named in ``extra_pool`` on purpose.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import re
+import unicodedata
 from pathlib import Path
 from typing import Sequence
 
+from elical.data.groups import group_of, pool_eligible
 from elical.records import InputError, read_qa_file
 
-__all__ = ["hash_split", "load_dataset", "load_questions", "select_run_questions"]
+__all__ = ["hash_split", "normalize_question", "load_dataset", "load_questions", "select_run_questions"]
 
 TRAIN_FRACTION = 0.5
 
+_APOSTROPHES = re.compile(r"['\u2018\u2019\u02bc`\u00b4]")
+_ARTICLES = frozenset({"a", "an", "the"})
+
+
+def normalize_question(question: str) -> str:
+    """The key of a question for the split: Unicode NFKC, casefolded, accents folded, apostrophes dropped, other
+    punctuation and symbols turned into spaces, the articles a/an/the dropped, whitespace folded.
+
+    ``"When did Michael Jordan return to the NBA?"`` -> ``"when did michael jordan return to nba"``."""
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", question).casefold())
+    text = _APOSTROPHES.sub("", "".join(ch for ch in text if not unicodedata.combining(ch)))
+    # punctuation (P*), symbols (S*) and underscores separate words
+    text = "".join(" " if unicodedata.category(ch)[0] in "PS" or ch == "_" else ch for ch in text)
+    return " ".join(w for w in text.split() if w not in _ARTICLES)
+
 
 def hash_split(question: str, train_fraction: float = TRAIN_FRACTION) -> str:
-    """``"train"`` or ``"test"`` from a SHA-1 hash of the lower-cased, whitespace-folded question."""
-    key = " ".join(question.lower().split()).encode("utf-8")
+    """``"train"`` or ``"test"`` from a SHA-1 hash of :func:`normalize_question` (near-duplicates share a side)."""
+    key = normalize_question(question).encode("utf-8")
     u = int(hashlib.sha1(key).hexdigest()[:15], 16) / 16**15
     return "train" if u < train_fraction else "test"
 
@@ -61,21 +85,37 @@ def load_questions(datasets: Sequence[str], data_dir: str | Path | None = None) 
     return {name: load_dataset(name, data_dir) for name in datasets}
 
 
-def select_run_questions(by_dataset: dict[str, list[dict]], n_train: int, n_eval: int, seed: int) -> list[dict]:
+def select_run_questions(by_dataset: dict[str, list[dict]], n_train: int, n_eval: int, seed: int,
+                         extra_pool: Sequence[str] = ()) -> list[dict]:
     """Pick a seeded training pool and evaluation set.
 
-    Per dataset, ``n_eval`` questions from its hash ``test`` part and ``n_train / len(datasets)`` (rounded up)
-    from its ``train`` part, drawn with ``random.Random(seed)``. Returns copies with ``split`` set to
-    ``"train"`` or ``"test"``. Raises InputError when a dataset has too few questions on a side.
+    Per dataset, ``n_eval`` questions from its hash ``test`` part; per pool dataset (in-domain, see
+    :mod:`elical.data.groups`, or a dataset in no group named in ``extra_pool``), ``n_train / number of pool
+    datasets`` (rounded up) from its ``train`` part. Out-of-domain and unseen datasets, and datasets in no group
+    not named in ``extra_pool``, give evaluation questions only. Draws with ``random.Random(seed)``. Returns
+    copies with ``split`` set to ``"train"`` or ``"test"``. Raises InputError when a dataset has too few questions
+    on a side, when no dataset may feed the pool, or when ``extra_pool`` names an out-of-domain or unseen dataset.
     """
+    for name in extra_pool:
+        if group_of(name) is not None and group_of(name) != "in_domain":
+            raise InputError("--pool-datasets", None, "--pool-datasets",
+                             f"'{name}' is {group_of(name).replace('_', '-')}: evaluation only (training pools "
+                             "come from in-domain datasets only)")
+    pool_names = [name for name in sorted(by_dataset) if pool_eligible(name, extra_pool)]
+    if not pool_names:
+        raise InputError("--datasets", None, "--datasets",
+                         f"no in-domain dataset among {', '.join(sorted(by_dataset))} to draw the training pool "
+                         "from (out-of-domain sets and MMLU are evaluation only); add one (e.g. nq or facts), or "
+                         "name a dataset of your own with --pool-datasets")
     rng = random.Random(seed)
-    per_train = -(-n_train // max(len(by_dataset), 1))
+    per_train = -(-n_train // len(pool_names))
     chosen = []
     for name in sorted(by_dataset):
         sides = {"train": [], "test": []}
         for q in by_dataset[name]:
             sides[hash_split(q["question"])].append(q)
-        for side, n in (("train", per_train), ("test", n_eval)):
+        wanted = (("train", per_train),) if name in pool_names else ()
+        for side, n in (*wanted, ("test", n_eval)):
             pool = sides[side]
             if len(pool) < n:
                 raise InputError(name, None, "--n-train" if side == "train" else "--n-eval",

@@ -7,9 +7,13 @@ regression (Zadrozny & Elkan, 2002). Both calibrators follow the scikit-learn co
 parameters, ``fit(scores, y)`` learns and returns ``self``, learned state ends with ``_``, ``predict(scores)``
 returns confidence in [0, 1] (higher = more likely correct) and never refits.
 
-One class only: when the k labels are all 0 or all 1 (likely at small k), both calibrators predict the constant
-class rate (0.0 or 1.0) for every question: isotonic regression gives that by itself, and Platt scaling has no
-slope to learn, so it is set to the same constant (``constant_``) instead of an unbounded logistic fit.
+One class only: when the k labels are all equal (all 0 or all 1 is likely at small k), both calibrators predict
+that constant for every question: isotonic regression gives that by itself, and Platt scaling has no slope to
+learn, so it is set to the same constant (``constant_``) instead of an unbounded logistic fit.
+
+Labels are 0/1 (greedy correctness) or soft targets in [0, 1] (sample accuracy, the target EliCal's calibration
+stage uses): isotonic regression fits them as they are, Platt scaling maximises the Bernoulli likelihood with
+each question entering as class 1 with weight y and class 0 with weight 1 - y.
 """
 
 from __future__ import annotations
@@ -41,10 +45,10 @@ def _scores_labels(scores, y) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"y must have shape ({s.shape[0]},) like scores, got {y_arr.shape}")
     if s.shape[0] == 0:
         raise ValueError("scores and y must not be empty (a calibrator needs at least one label)")
-    bad = ~np.isin(y_arr, (0.0, 1.0))
+    bad = ~((y_arr >= 0.0) & (y_arr <= 1.0))
     if bad.any():
-        raise ValueError(f"y must contain only 0 and 1, got {y_arr[bad][:5].tolist()}")
-    return s, y_arr.astype(np.int64)
+        raise ValueError(f"y must lie in [0, 1] (0/1 labels or soft targets), got {y_arr[bad][:5].tolist()}")
+    return s, y_arr
 
 
 class PlattCalibrator:
@@ -65,19 +69,21 @@ class PlattCalibrator:
         self.max_iter = max_iter
 
     def fit(self, scores, y) -> "PlattCalibrator":
-        """scores : ndarray of shape (k,), any finite reals. y : ndarray of shape (k,), 0/1 (greedy correctness).
-        Returns self. Raises ValueError on invalid input (the message names the argument)."""
+        """scores : ndarray of shape (k,), any finite reals. y : ndarray of shape (k,), 0/1 (greedy correctness) or
+        soft targets in [0, 1] (then without prior correction). Returns self. Raises ValueError on invalid input
+        (the message names the argument)."""
         from sklearn.linear_model import LogisticRegression
 
         s, y = _scores_labels(scores, y)
         self.n_labels_ = int(s.shape[0])
-        n_pos = int(y.sum())
-        n_neg = self.n_labels_ - n_pos
-        if n_pos == 0 or n_neg == 0:
-            self.constant_, self.coef_, self.intercept_ = float(n_pos > 0), 0.0, 0.0
+        if y.min() == y.max():
+            self.constant_, self.coef_, self.intercept_ = float(y[0]), 0.0, 0.0
             return self
         self.constant_ = None
-        if self.prior_correction:
+        binary = bool(np.isin(y, (0.0, 1.0)).all())
+        n_pos = int(y.sum()) if binary else 0
+        n_neg = self.n_labels_ - n_pos
+        if self.prior_correction and binary:
             t = np.where(y == 1, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
         else:
             t = y.astype(np.float64)
@@ -112,15 +118,15 @@ class IsotonicCalibrator:
     """
 
     def fit(self, scores, y) -> "IsotonicCalibrator":
-        """scores : ndarray of shape (k,), any finite reals. y : ndarray of shape (k,), 0/1. Returns self.
-        Raises ValueError on invalid input (the message names the argument)."""
+        """scores : ndarray of shape (k,), any finite reals. y : ndarray of shape (k,), 0/1 or soft targets in
+        [0, 1]. Returns self. Raises ValueError on invalid input (the message names the argument)."""
         from sklearn.isotonic import IsotonicRegression
 
         s, y = _scores_labels(scores, y)
         self.n_labels_ = int(s.shape[0])
         self.constant_ = float(y[0]) if y.min() == y.max() else None
         self.isotonic_ = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=0.0, y_max=1.0)
-        self.isotonic_.fit(s, y.astype(np.float64))
+        self.isotonic_.fit(s, y)
         return self
 
     def predict(self, scores) -> np.ndarray:
@@ -144,14 +150,15 @@ def calibrated_baselines(train_scores: dict[str, np.ndarray], eval_scores: dict[
 
     train_scores : {estimator: ndarray of shape (n_pool,)}, the estimator's score on the training pool.
     eval_scores : {estimator: ndarray of shape (n_eval,)}, the same estimators on the evaluation questions.
-    labels : ndarray of shape (n_pool,), 0/1 greedy correctness of the pool questions; only the entries indexed
-    by ``label_sets`` are read, so unlabelled pool questions may hold any 0/1 placeholder.
+    labels : ndarray of shape (n_pool,), the label target of the pool questions in [0, 1] (the same target as
+    Cal-Only(k) / EliCal(k): sample accuracy or greedy correctness); only the entries indexed by ``label_sets``
+    are read, so unlabelled pool questions may hold any placeholder in [0, 1].
     label_sets : {k: ndarray of indices into the pool}, the k labelled questions (the subset Cal-Only(k) and
     EliCal(k) get). calibrators : names from :data:`CALIBRATORS`.
     Returns {"<estimator>+<calibrator>(<k>)": confidence, ndarray of shape (n_eval,) in [0, 1]}, ordered by
     estimator, then calibrator, then increasing k; e.g. "Consis-Sem+Isotonic(16)".
     Raises ValueError if the estimator names differ, a shape is wrong, an index is out of range or repeated,
-    a calibrator name is unknown, or a label is not 0/1.
+    a calibrator name is unknown, or a label is outside [0, 1].
     """
     if set(train_scores) != set(eval_scores):
         raise ValueError(f"train_scores and eval_scores must name the same estimators, got {sorted(train_scores)} "

@@ -10,7 +10,7 @@ correct (registry :data:`ESTIMATORS`, uniform call ``fn(records) -> ndarray``). 
 * **SE-Discrete / SE-Weighted** — semantic entropy over clusters of sampled answers (Kuhn et al., ICLR 2023;
   Farquhar et al., Nature 2024), mapped to a confidence ``1 - SE / log N``.
 
-Shared rule: a greedy answer that is empty after :func:`elical.judges.core.normalize_answer` (nothing, or only
+Shared rule: a greedy answer that is empty after :func:`elical.judges.text.normalize_answer` (nothing, or only
 punctuation) answers nothing and can never be judged correct, so every estimator gives it 0.0. A record that an
 estimator cannot score (missing field, NaN, mismatched lengths) raises :class:`EstimatorInputError`, which names
 the record id, its index and the field. Model-based estimators (Verbal, P(True)) live in
@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from elical.judges.core import normalize_answer
+from elical.judges.text import normalize_answer
 from elical.records import greedy_text
 
 __all__ = [
@@ -107,6 +107,9 @@ def n_prob(records: Sequence[dict]) -> np.ndarray:
 def _mean_field(records: Sequence[dict], field: str) -> np.ndarray:
     out = np.empty(len(records))
     for i, r in enumerate(records):
+        if _empty_greedy(r):  # the shared rule: agreeing with "no answer" is no confidence in an answer
+            out[i] = 0.0
+            continue
         values = r.get(field)
         if not isinstance(values, list) or not values:
             raise EstimatorInputError(r, i, field, "missing or empty (no sampled answers)")
@@ -117,8 +120,9 @@ def _mean_field(records: Sequence[dict], field: str) -> np.ndarray:
 def consis_lex(records: Sequence[dict]) -> np.ndarray:
     """Consis-Lex: mean ROUGE-L F1 between each sampled answer and the greedy answer (``consistency_rougeL``).
 
-    Returns ndarray of shape (n,) in [0, 1]. Raises :class:`EstimatorInputError` for a missing, empty or NaN
-    field. Source: Lin et al. (2023), lexical similarity."""
+    Returns ndarray of shape (n,) in [0, 1]; a greedy answer that is empty after normalization gets 0.0 (the
+    shared rule above). Raises :class:`EstimatorInputError` for a missing, empty or NaN field. Source: Lin et
+    al. (2023), lexical similarity."""
     return _mean_field(records, "consistency_rougeL")
 
 
@@ -126,16 +130,16 @@ def consis_sem(records: Sequence[dict]) -> np.ndarray:
     """Consis-Sem: share of sampled answers judged equivalent to the greedy answer (``consistency_judgement``);
     this is also the self-consistency target of EliCal's elicitation stage (Ni et al., 2025, Sec. 3).
 
-    Returns ndarray of shape (n,) in [0, 1]; errors as in :func:`consis_lex`."""
+    Returns ndarray of shape (n,) in [0, 1]; empty greedy answers and errors as in :func:`consis_lex`."""
     return _mean_field(records, "consistency_judgement")
 
 
 # ------------------------------------------------------------------------------------------ semantic entropy
 @functools.lru_cache(maxsize=1)
 def _default_judge():
-    from elical.judges.core import SemanticEquivalenceJudge
+    from elical.judges import DEFAULT_EQUIVALENCE, make_equivalence_judge
 
-    return SemanticEquivalenceJudge()
+    return make_equivalence_judge(DEFAULT_EQUIVALENCE)  # question-aware: semantic_clusters_many passes questions
 
 
 def _takes_questions(fn) -> bool:
@@ -174,7 +178,7 @@ def semantic_clusters_many(groups: Sequence[Sequence[str]], equivalent=None,
     is equivalent to it in both directions, else it opens a new cluster.
 
     groups : sequence of sequences of str (one per question). equivalent : callable ``(a, b) -> bool``, or an
-    object with ``judge_many(pairs) -> 0/1 array`` (e.g. :class:`elical.judges.core.SemanticEquivalenceJudge`, the
+    object with ``judge_many(pairs) -> 0/1 array`` (e.g. :class:`elical.judges.span.SpanEquivalenceJudge`, the
     default). questions : one question per group (or None), handed to a ``judge_many`` that takes ``questions=``
     (an NLI judge prepends it to both answers, as Kuhn et al. do). Returns one int ndarray of shape (len(group),)
     per group: cluster ids 0, 1, ... in order of first appearance.
@@ -218,9 +222,9 @@ def _kuhn_clusters(keys: list[str], units: list[str], idx: dict, verdicts: np.nd
     return np.array([cluster_of[k] for k in keys], dtype=int)
 
 
-def semantic_clusters(texts: Sequence[str], equivalent=None) -> np.ndarray:
+def semantic_clusters(texts: Sequence[str], equivalent=None, question: str | None = None) -> np.ndarray:
     """Cluster ids (int ndarray of shape (n,)) of one question's answers; see :func:`semantic_clusters_many`."""
-    return semantic_clusters_many([texts], equivalent)[0]
+    return semantic_clusters_many([texts], equivalent, [question])[0]
 
 
 def _samples(record: dict, index: int) -> list[str]:

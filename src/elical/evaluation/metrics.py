@@ -1,4 +1,4 @@
-"""Metrics for confidence evaluation: AUROC, ECE, Brier, Alignment, risk-coverage, bootstrap CIs, aggregation.
+"""Metrics for confidence evaluation: AUROC, ECE, Brier, Alignment, risk-coverage, bootstrap CIs.
 
 Every function takes ``y``, an ndarray of shape (n,) with 0/1 (is the greedy answer correct), and ``confidence``,
 an ndarray of shape (n,) of probabilities in [0, 1] (higher = more likely correct). Inputs are checked once, at
@@ -16,13 +16,11 @@ import numpy as np
 from scipy.stats import rankdata
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-IN_DOMAIN = ("nq", "hq", "2wikimultihopqa", "pararel_patterns", "triviaqa")
-OUT_OF_DOMAIN = ("squad", "web_questions", "complex_web_questions", "musique", "popqa")
+from elical.evaluation import METRICS
+
 _STRATEGIES = ("uniform", "quantile")
-# Keys of an evaluate_confidence() dict that are counts or per-dataset choices, not scores to average.
-_NOT_AVERAGED = frozenset({"n", "n_dev", "n_test", "threshold", "ci", "n_bins", "n_resamples", "ci_level"})
-# Metrics whose interval evaluate_confidence computes over all n questions (alignment: over its test part).
-CI_METRICS = ("auroc", "ece", "ece_quantile", "brier", "aurc", "acc@50", "acc@80", "alignment")
+# Metrics whose interval evaluate_confidence computes (alignment: over its test part): every registered metric.
+CI_METRICS = tuple(METRICS)
 _CHUNK_ELEMENTS = 250_000  # resampled values held at once by the vectorized bootstrap (memory bound)
 
 
@@ -443,59 +441,4 @@ def evaluate_confidence(y, confidence, dev_fraction: float = 0.2, seed: int = 0,
     parts["alignment"] = [np.mean(np.where(c_t[idx] >= threshold, y_t[idx] == 1, y_t[idx] == 0), axis=1)
                           for idx in _resample_chunks(y_t.shape[0], n_resamples, seed)]
     out["ci"] = {name: list(_percentile_interval(np.concatenate(parts[name]), level)) for name in CI_METRICS}
-    return out
-
-
-def dataset_group(name: str) -> str:
-    """HonestyBench group of a dataset name (case-insensitive): "in_domain" (:data:`IN_DOMAIN`),
-    "out_of_domain" (:data:`OUT_OF_DOMAIN`), "unseen" (names starting with "mmlu"), else "other" (e.g. facts)."""
-    key = str(name).strip().lower()
-    if key in IN_DOMAIN:
-        return "in_domain"
-    if key in OUT_OF_DOMAIN:
-        return "out_of_domain"
-    if key.startswith("mmlu"):
-        return "unseen"
-    return "other"
-
-
-def aggregate(per_dataset: dict, sizes: dict, groups: dict | None = None) -> dict:
-    """HonestyBench aggregation: per group, the mean of each metric over its datasets weighted by test size.
-
-    per_dataset : {dataset: {metric: value}} (e.g. :func:`evaluate_confidence` outputs). sizes : {dataset: test
-    size > 0}. groups : {dataset: "in_domain" | "out_of_domain" | "unseen" | ...}; None uses :func:`dataset_group`.
-    The unseen task (MMLU) is its own group, so it is reported alone. Averaged: the numeric metrics present in
-    every dataset of the group, except counts and per-dataset choices ("n", "n_dev", "n_test", "threshold",
-    "ci"); a nan in any dataset makes the group's value nan. Datasets named in ``groups`` but absent from
-    ``per_dataset`` are ignored.
-    Returns {group: {metric: float, "n": total size, "datasets": [names, sorted]}}.
-    Raises ValueError if a dataset of ``per_dataset`` lacks a size or a group, or a size is not positive.
-    """
-    by_group: dict[str, list[str]] = {}
-    for name in per_dataset:
-        if name not in sizes:
-            raise ValueError(f"sizes has no entry for dataset {name!r}")
-        size = sizes[name]
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0:
-            raise ValueError(f"sizes[{name!r}] must be a positive integer, got {size!r}")
-        if groups is None:
-            group = dataset_group(name)
-        elif name in groups:
-            group = groups[name]
-        else:
-            raise ValueError(f"groups has no entry for dataset {name!r}")
-        by_group.setdefault(group, []).append(name)
-    out = {}
-    for group, names in sorted(by_group.items()):
-        names = sorted(names)
-        weights = np.array([sizes[name] for name in names], dtype=np.float64)
-        keys = [k for k, v in per_dataset[names[0]].items() if k not in _NOT_AVERAGED
-                and isinstance(v, (int, float, np.number)) and not isinstance(v, bool)]
-        keys = [k for k in keys if all(isinstance(per_dataset[d].get(k), (int, float, np.number))
-                                       and not isinstance(per_dataset[d].get(k), bool) for d in names)]
-        result: dict = {k: float(np.dot(weights, [float(per_dataset[d][k]) for d in names]) / weights.sum())
-                        for k in keys}
-        result["n"] = int(weights.sum())
-        result["datasets"] = names
-        out[group] = result
     return out

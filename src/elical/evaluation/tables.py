@@ -10,19 +10,23 @@ def _num(x) -> float:
 
 
 def headline_methods(methods) -> list[str]:
-    """The rows of the printed table: every method but the post-hoc calibrated baselines, of which only
-    Consis-Sem's isotonic version is shown (all are in results.json and the report)."""
-    return [m for m in methods if "+" not in m or m.startswith("Consis-Sem+Isotonic")]
+    """The rows of the printed table: every method but the post-hoc calibrated baselines, of which only the
+    isotonic versions of Consis-Sem and Eli-Only are shown (all are in results.json and the report)."""
+    return [m for m in methods if "+" not in m or m.startswith(("Consis-Sem+Isotonic", "Eli-Only+Isotonic"))]
 
 
 def format_table(results: dict, title: str = "", methods=None) -> str:
-    """Markdown table, methods x (AUROC, ECE, Alignment, Brier), each with its 95 % bootstrap interval."""
-    lines = [f"### {title}" if title else "", "", "| method | AUROC | ECE | Alignment | Brier |",
-             "|---|---|---|---|---|"]
+    """Markdown table, methods x the headline metrics (AUROC, ECE, Alignment, Brier:
+    :func:`elical.evaluation.headline_metrics`), each with its 95 % bootstrap interval."""
+    from elical.evaluation import METRICS, headline_metrics
+
+    keys = headline_metrics()
+    lines = [f"### {title}" if title else "", "", "| method | " + " | ".join(METRICS[k].info["title"] for k in keys)
+             + " |", "|---" * (len(keys) + 1) + "|"]
     for method in methods or results:
         m = results[method]
         cells = []
-        for key in ("auroc", "ece", "alignment", "brier"):
+        for key in keys:
             lo, hi = (_num(v) for v in m.get("ci", {}).get(key, [None, None]))
             cells.append(f"{_num(m[key]):.3f} [{lo:.2f}, {hi:.2f}]")
         lines.append(f"| {method} | " + " | ".join(cells) + " |")

@@ -3,9 +3,12 @@ OpenAI-compatible server (vLLM, llama.cpp, TGI, ``transformers serve``, :mod:`el
 
 Every backend has ``generate(prompts, keys, seed=0, n_samples=None) -> list[Generation]`` (greedy answer with
 per-token log-probs + N sampled answers per prompt, each ending at the end of its first line), plus the attributes
-``tokenizer`` (for :func:`elical.generation.base.build_prompt`; may be None for an endpoint) and ``decoding``. Records
-made from any backend have the same fields. Hidden states always come from a transformers forward pass
-(:mod:`elical.generation.features`): neither vLLM nor an endpoint returns them. Decoding follows Ni et al. (2025, Sec. 4.1).
+``tokenizer`` (for :func:`elical.generation.base.build_prompt`; may be None for an endpoint), ``decoding`` and
+``supports_hidden_states``. Records made from any backend have the same fields; a prompt's samples depend only on
+the seed and its key. The transformers decoder returns the last prompt token's hidden states from its prefill
+(``generate(..., hidden_layers=...)``); neither vLLM nor an endpoint returns them, so with those the features come
+from a separate transformers pass (:func:`elical.generation.features.extract_hidden_states`). Decoding follows Ni et
+al. (2025, Sec. 4.1).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ BACKENDS = ("transformers", "vllm", "openai")
 def make_generator(backend: str, model, tokenizer=None, decoding: DecodingConfig = DecodingConfig(), **kw):
     """A generator for ``backend``: ``"transformers"`` | ``"vllm"`` | ``"openai"``.
 
-    transformers gives a :class:`elical.generation.prefix_sharing.PrefixSharingGenerator` (the batched, prefix-shared decoder).
+    transformers gives a :class:`elical.generation.prefix_sharing.TransformersGenerator` (the batched, prefix-shared
+    decoder).
 
     ``model``: transformers — a loaded causal LM or a name for :func:`elical.generation.models.load_model` (then ``device``
     and ``dtype`` may be given in ``kw``); vllm — a Hugging Face id or local directory (the default name
@@ -44,9 +48,9 @@ def make_generator(backend: str, model, tokenizer=None, decoding: DecodingConfig
             raise ValueError("the transformers backend needs the tokenizer of the model")
         if kw:
             raise ValueError(f"unexpected options for the transformers backend: {sorted(kw)}")
-        from elical.generation.prefix_sharing import PrefixSharingGenerator
+        from elical.generation.prefix_sharing import TransformersGenerator
 
-        return PrefixSharingGenerator(model, tokenizer, decoding)
+        return TransformersGenerator(model, tokenizer, decoding)
     if backend == "vllm":
         return VLLMGenerator(model, tokenizer=tokenizer, decoding=decoding, **kw)
     if backend == "openai":
@@ -158,6 +162,8 @@ class OpenAIGenerator:
     4xx, :class:`EndpointError` names the URL. ``send_top_k``: send the non-OpenAI ``top_k`` field (vLLM,
     llama.cpp, TGI accept it; set False for servers that reject unknown fields).
     """
+
+    supports_hidden_states = False
 
     def __init__(self, base_url: str, model: str, tokenizer=None, decoding: DecodingConfig = DecodingConfig(), *,
                  api_key: str | None = None, endpoint: str = "completions", samples_per_request: str = "n",

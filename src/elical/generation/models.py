@@ -87,7 +87,10 @@ def load_model(model: str = DEFAULT_MODEL, device: str = "cpu", dtype: str = "au
     """Load ``(model, tokenizer)`` for generation and hidden states.
 
     ``model``: ``"smollm2-135m-instruct"`` (offline default), a local directory or a Hugging Face model id.
-    ``dtype``: ``"auto"`` (float32 on CPU, bfloat16 on CUDA), ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+    ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ... or ``"auto"`` (transformers' ``device_map="auto"``:
+    accelerate spreads the layers over every visible GPU).
+    ``dtype``: ``"auto"`` (float32 on CPU, bfloat16 on CUDA and with ``device="auto"``), ``"float32"``,
+    ``"bfloat16"`` or ``"float16"``.
     The tokenizer gets a pad token (the EOS token) when it has none. Raises FileNotFoundError/OSError from
     transformers when the model cannot be found offline.
     """
@@ -96,13 +99,16 @@ def load_model(model: str = DEFAULT_MODEL, device: str = "cpu", dtype: str = "au
 
     path = resolve_model_path(model)
     if dtype == "auto":
-        torch_dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        torch_dtype = torch.bfloat16 if device.startswith("cuda") or device == "auto" else torch.float32
     else:
         torch_dtype = getattr(torch, dtype)
     tok = AutoTokenizer.from_pretrained(path)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
-    lm.to(device)
+    if device == "auto":
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, device_map="auto")
+    else:
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+        lm.to(device)
     lm.eval()
     return lm, tok

@@ -1,34 +1,48 @@
-"""Greedy + N sampled answers decoded as a prefix tree: every distinct token history is run through the model once.
+"""The transformers decoder: greedy + N sampled answers decoded as a prefix tree, every distinct token history run
+through the model once, and the prompt's hidden states taken from the prefill.
 
 The rows of one question (its greedy row and N sampled rows) share the prompt, the prompts of a batch share the
 chat template and instruction, and at temperature 1.0 many samples also share their first tokens ("The", "The
-capital", ...). :class:`PrefixSharingGenerator` runs the tokens all prompts of a batch start with once, then each
+capital", ...). :class:`TransformersGenerator` runs the tokens all prompts of a batch start with once, then each
 prompt's own rest, and then keeps one *node* per distinct (prompt, generated tokens) history: each decode step
-runs the model on the distinct histories only, and every row picks its next token from its node's distribution
-(greedy: argmax; sampled: top-k, temperature, top-p, one draw per row, in row order). When rows diverge, their
-node's key-value cache entry is copied for each branch; rows leave as they finish. The rows, draws and log-probs
-are those of decoding every row on its own (:class:`elical.generation.base.TransformersGenerator` with the same
-top-k-first draw); only the work is shared. This is the prefix sharing of tree-structured decoding (SGLang's
-RadixAttention, Zheng et al., 2024; vLLM's prefix caching) applied within one batch. On 32 HonestyBench NQ
-questions with N = 20 and 20 new tokens it runs 24 % fewer decode tokens than there are answer tokens, and a
-third of the prompt tokens (``benchmarks/build_throughput.py``).
+runs the model on the distinct histories only, and every row picks its next token from its node's distribution.
+When rows diverge, their node's key-value cache entry is copied for each branch; rows leave as they finish. This
+is the prefix sharing of tree-structured decoding (SGLang's RadixAttention, Zheng et al., 2024; vLLM's prefix
+caching) applied within one batch; only the work is shared, the rows are those of decoding each row on its own.
+
+Sampling depends only on (seed, question id), never on the batch: each question draws a fixed block of uniforms
+(``max_new_tokens`` x N, from its own generator seeded with :func:`elical.generation.base.seed_for`), and sample
+row j takes, at step t, the token where uniform (t, j) falls in the cumulative distribution of its node's warped
+(top-k, temperature, top-p) probabilities, candidates in descending order (inverse-CDF sampling). A row uses its
+uniforms whether or not other rows share its node, finished early, or sit in the same batch, so batch size,
+batch composition and a resumed run change nothing beyond float noise (a draw within ~1e-6 of a CDF step).
 
 The key-value cache (:class:`GrowingLayer`) keeps spare positions and rows: a decode step writes one position
 instead of concatenating the whole cache, a new branch gets its parent's entries copied into a free row while the
 other rows stay in place, and the rows of finished histories are dropped only when they make up a quarter of the
-batch (until then they are run but unused, or taken by new branches).
+batch (until then they are run but unused, or taken by new branches). Throughput: ``benchmarks/build_throughput.py``.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Sequence
 
 import numpy as np
 from transformers.cache_utils import DynamicLayer
 
-from elical.generation.base import Generation, TransformersGenerator, seed_for
+from elical.generation.base import DecodingConfig, Generation, seed_for
 
-__all__ = ["PrefixSharingGenerator", "GrowingLayer"]
+__all__ = ["TransformersGenerator", "PrefixSharingGenerator", "GrowingLayer", "question_uniforms"]
+
+
+def question_uniforms(seed: int, key: str, steps: int, n: int):
+    """The uniforms of one question's sampled rows: float64 tensor of shape (steps, n) in [0, 1), drawn on the CPU
+    from a ``torch.Generator`` seeded with ``seed_for(seed, key)``: the same on every machine, device and batch."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed_for(seed, key))
+    return torch.rand((steps, n), generator=gen, dtype=torch.float64)
 
 
 class GrowingLayer(DynamicLayer):
@@ -101,15 +115,17 @@ class GrowingLayer(DynamicLayer):
         raise NotImplementedError("GrowingLayer is for append-only decoding")
 
 
-class PrefixSharingGenerator(TransformersGenerator):
-    """Drop-in :class:`elical.generation.base.TransformersGenerator` (same constructor, ``generate`` and records) that
-    decodes the rows of each question as a prefix tree (module docstring) and samples top-k first.
+class TransformersGenerator:
+    """Greedy + N sampled answers per prompt with a transformers causal LM (CPU or GPU), decoded as a prefix
+    tree (module docstring); the one transformers decoder of elical (runs, builds, estimators, judges, ``serve``).
 
-    Sampling: the k largest logits are kept first (the ranking is the same before or after temperature), then
-    temperature, top-p and one multinomial draw per row on the (rows, k) tensor: transformers' Temperature ->
-    TopK -> TopP distribution up to ties at the k-th logit, without sorting the whole vocabulary. Same seed and
-    batch -> same answers; the draws differ from :class:`TransformersGenerator`'s (it samples over the whole
-    vocabulary). ``top_k <= 0`` samples over the whole vocabulary.
+    Parameters: ``model``/``tokenizer`` from :func:`elical.generation.models.load_model`; ``decoding`` a
+    :class:`elical.generation.base.DecodingConfig` (the paper's values by default, Ni et al., 2025, Sec. 4.1).
+
+    Sampling keeps the k largest logits first (the ranking is the same before or after temperature), then applies
+    temperature and top-p (transformers' warpers) to the k candidates and draws by inverse CDF with the row's own
+    uniform: transformers' Temperature -> TopK -> TopP distribution up to ties at the k-th logit, without sorting
+    the whole vocabulary. ``top_k <= 0`` samples over the whole vocabulary.
 
     After each ``generate``, ``stats_`` holds the work done: ``prompt_tokens`` (real prompt tokens prefilled),
     ``decoded_tokens`` (tokens run through the model after the prefill, one per distinct history and step) and
@@ -118,20 +134,60 @@ class PrefixSharingGenerator(TransformersGenerator):
 
     #: prompts of a batch that start with at least this many equal tokens run them once
     min_shared_prefix = 8
+    #: ``generate(..., hidden_layers=...)`` returns the last prompt token's hidden states
+    supports_hidden_states = True
 
-    def generate(self, prompts: Sequence[str], keys: Sequence[str], seed: int = 0,
-                 n_samples: int | None = None) -> list[Generation]:
-        """Greedy + ``n_samples`` sampled answers per prompt; one :class:`Generation` per prompt, in order.
-        Arguments, seeding and log-probs as in :meth:`elical.generation.base.TransformersGenerator.generate`."""
+    def __init__(self, model, tokenizer, decoding: DecodingConfig = DecodingConfig()):
+        self.model, self.tokenizer, self.decoding = model, tokenizer, decoding
+        self._stop_ids = self._stop_token_ids()
+        self._cache_kw = "cache" in inspect.signature(model.forward).parameters
+
+    def _stop_token_ids(self) -> list[int]:
+        """EOS, the chat end-of-turn tokens and the newline token: answers are one line."""
+        tok = self.tokenizer
+        ids = set()
+        for t in (tok.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)):
+            if isinstance(t, int):
+                ids.add(t)
+            elif isinstance(t, (list, tuple)):
+                ids.update(t)
+        for special in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
+            tid = tok.convert_tokens_to_ids(special)
+            if isinstance(tid, int) and tid != tok.unk_token_id:
+                ids.add(tid)
+        newline = tok.encode("\n", add_special_tokens=False)
+        if len(newline) == 1:
+            ids.add(newline[0])
+        return sorted(ids)
+
+    def generate(self, prompts: Sequence[str], keys: Sequence[str], seed: int = 0, n_samples: int | None = None,
+                 hidden_layers: Sequence[int] = ()) -> list[Generation]:
+        """Greedy + ``n_samples`` (default ``decoding.n_samples``) sampled answers per prompt.
+
+        ``keys``: one stable string per prompt (the question id); a prompt's samples depend only on ``seed`` and
+        its key (module docstring), not on the other prompts of the call. ``hidden_layers``: indices into
+        transformers' ``hidden_states`` (0 = embeddings, -1 = final layer); each Generation's ``hidden_states``
+        then maps every layer to the last real prompt token's state, float32 ndarray of shape (hidden_size,),
+        taken from the prefill (the same values as :func:`elical.generation.features.extract_hidden_states`).
+        Returns one :class:`Generation` per prompt, in order. Log-probs are those of the raw model distribution
+        (before temperature/top-k/top-p). Raises ValueError for an empty prompt, a bad layer, or keys that do
+        not match the prompts.
+        """
         import torch
         from transformers.cache_utils import DynamicCache
 
+        if len(keys) != len(prompts):
+            raise ValueError(f"{len(keys)} keys for {len(prompts)} prompts")
         d = self.decoding
         n = d.n_samples if n_samples is None else n_samples
         per = n + 1
+        self.stats_ = {"prompt_tokens": 0, "decoded_tokens": 0, "answer_tokens": 0}
+        if not prompts:
+            return []
         dev = self.model.device
-        gen = torch.Generator(device=dev).manual_seed(seed_for(seed, "|".join(keys)))
         stop = torch.tensor(self._stop_ids, device=dev)
+        # (prompts, steps, n): drawn in full whatever happens during decoding, so no row's draws shift another's
+        uniforms = torch.stack([question_uniforms(seed, k, d.max_new_tokens, n) for k in keys]).to(dev)
         cache = DynamicCache(config=self.model.config)
         cache.layers = [GrowingLayer(d.max_new_tokens) if type(layer) is DynamicLayer else layer
                         for layer in cache.layers]
@@ -141,7 +197,7 @@ class PrefixSharingGenerator(TransformersGenerator):
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         with torch.inference_mode():
             # one cache row ("slot") per distinct history (see _branch)
-            logits, mask, last_pos, prompt_tokens = self._prefill(prompts, cache)
+            logits, mask, last_pos, prompt_tokens, hidden = self._prefill(prompts, cache, hidden_layers)
             alive = torch.arange(rows, device=dev)  # original row of each live row
             slot = alive // per  # slot of each live row
             for step in range(d.max_new_tokens):
@@ -149,7 +205,8 @@ class PrefixSharingGenerator(TransformersGenerator):
                 choice = logits.argmax(dim=-1)[slot]
                 sampled = (alive % per) != 0
                 if sampled.any():
-                    choice[sampled] = self._draw(logits, slot[sampled], gen)
+                    row = alive[sampled]  # sample row j of question q is row q * per + 1 + j
+                    choice[sampled] = self._draw(logits, slot[sampled], uniforms[row // per, step, row % per - 1])
                 chosen_lp = logp[slot, choice]
                 finished = torch.isin(choice, stop)
                 for r, t, lp, f in zip(alive.tolist(), choice.tolist(), chosen_lp.tolist(), finished.tolist()):
@@ -169,7 +226,38 @@ class PrefixSharingGenerator(TransformersGenerator):
                 logits = self._forward(step_ids[:, None], mask, last_pos[:, None], cache).logits[:, -1, :].float()
         self.stats_ = {"prompt_tokens": prompt_tokens, "decoded_tokens": fed,
                        "answer_tokens": sum(len(t) for t in tokens)}
-        return self._collect(tokens, logps, len(prompts), per)
+        out = self._collect(tokens, logps, len(prompts), per)
+        if hidden:
+            for i, g in enumerate(out):
+                g.hidden_states = {layer: h[i] for layer, h in hidden.items()}
+        return out
+
+    def _collect(self, tokens, logps, n_prompts: int, per: int) -> list[Generation]:
+        """One :class:`Generation` per prompt from the decoded rows (row ``i * per`` greedy, the next ``per - 1``
+        sampled)."""
+        results = []
+        for i in range(n_prompts):
+            answers = [self._finish(tokens[i * per + j], logps[i * per + j]) for j in range(per)]
+            (g_text, g_tokens, g_lps), samples = answers[0], answers[1:]
+            results.append(Generation(
+                greedy_response=g_text, greedy_tokens=g_tokens, greedy_logprobs=g_lps,
+                sampling_response=[s[0] for s in samples],
+                sampling_cumulative_logprobs=[float(np.sum(s[2])) for s in samples],
+                sampling_num_tokens=[len(s[2]) for s in samples]))
+        return results
+
+    def _finish(self, ids: list[int], lps: list[float]) -> tuple[str, list[str], list[float]]:
+        """Answer text (first line), its token strings and log-probs."""
+        text = self.tokenizer.decode(ids, skip_special_tokens=True).split("\n")[0].strip()
+        return text, self.tokenizer.convert_ids_to_tokens(ids), lps
+
+    def _forward(self, input_ids, attention_mask, position_ids, cache, hidden: bool = False):
+        """One forward pass returning last-position logits only (transformers >= 5 calls the cache ``cache``)."""
+        kw = {"cache" if self._cache_kw else "past_key_values": cache} if cache is not None else {}
+        if hidden:
+            kw["output_hidden_states"] = True
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                          use_cache=True, logits_to_keep=1, **kw)
 
     def _branch(self, cache, slot, choice, mask, last_pos, vocab: int):
         """The next step's slots from the live rows' slots and chosen tokens, shape (rows,) each.
@@ -220,14 +308,23 @@ class PrefixSharingGenerator(TransformersGenerator):
             else:
                 layer.batch_select_indices(src)
 
-    def _prefill(self, prompts: Sequence[str], cache):
+    def _prefill(self, prompts: Sequence[str], cache, hidden_layers: Sequence[int] = ()):
         """Run the prompts into ``cache``: the tokens all prompts start with once, then each prompt's own rest
         (left-padded after the shared part; padding is masked and skipped by the positions). Returns the last
-        prompt position's logits (P, V), the attention mask (P, length), the last positions (P,) and the number
-        of real prompt tokens run."""
+        prompt position's logits (P, V), the attention mask (P, length), the last positions (P,), the number
+        of real prompt tokens run, and ``{layer: float32 ndarray (P, hidden_size)}`` of the last real prompt
+        token for ``hidden_layers`` (that token is always in the per-prompt part: the shared part stops a
+        token short of the shortest prompt)."""
         import torch
 
+        from elical.generation.features import check_layer
+
+        layers = list(dict.fromkeys(hidden_layers))
+        for layer in layers:
+            check_layer(self.model, layer)
         ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        if any(not x for x in ids):
+            raise ValueError("an empty prompt has no last token to answer from")
         shared = 0
         if len(ids) > 1:  # the chat template and instruction: ~40 tokens of SmolLM2's ~55-token prompts
             limit = min(len(x) for x in ids) - 1
@@ -245,20 +342,28 @@ class PrefixSharingGenerator(TransformersGenerator):
         input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in rest], device=dev)
         mask = torch.tensor([[1] * shared + [0] * (width - len(x)) + [1] * len(x) for x in rest], device=dev)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
-        logits = self._forward(input_ids, mask, pos, cache).logits[:, -1, :].float()
-        return logits, mask, pos[:, -1], shared + sum(len(x) for x in rest)
+        out = self._forward(input_ids, mask, pos, cache, hidden=bool(layers))
+        # the rest is left-padded, so its last position is every row's last real token
+        hidden = {layer: out.hidden_states[layer][:, -1, :].float().cpu().numpy() for layer in layers}
+        return out.logits[:, -1, :].float(), mask, pos[:, -1], shared + sum(len(x) for x in rest), hidden
 
-    def _draw(self, node_logits, row_node, generator):
-        """One token per sampled row from its node's logits (rows, in live-row order): top-k, then temperature
-        and top-p (transformers' warpers) on the k candidates, then a multinomial draw."""
+    def _draw(self, node_logits, row_node, uniforms):
+        """One token per sampled row (live-row order) by inverse CDF: the row's node's logits (nodes, V) are cut
+        to the top k (sorted descending), warped by transformers' temperature and top-p, normalised, and the
+        row takes the first candidate whose cumulative probability exceeds its uniform (float64, shape (rows,))."""
         import torch
         from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
 
         d = self.decoding
-        if not 0 < d.top_k < node_logits.shape[-1]:
-            return self._sample(node_logits[row_node], generator)
-        values, index = torch.topk(node_logits, d.top_k, dim=-1)  # per node, sorted descending
-        values, index = values[row_node], index[row_node]
+        k = d.top_k if 0 < d.top_k < node_logits.shape[-1] else node_logits.shape[-1]
+        nodes, inv = torch.unique(row_node, return_inverse=True)  # only the nodes that sampled rows sit on
+        values, index = torch.topk(node_logits[nodes], k, dim=-1)  # per node, sorted descending
         scores = TopPLogitsWarper(d.top_p)(None, TemperatureLogitsWarper(d.temperature)(None, values))
-        pick = torch.multinomial(torch.softmax(scores, dim=-1), 1, generator=generator)
-        return index.gather(-1, pick)[:, 0]
+        cdf = torch.softmax(scores.double(), dim=-1).cumsum(dim=-1)
+        u = uniforms.to(cdf.dtype)[:, None] * cdf[inv, -1:]
+        pick = torch.searchsorted(cdf[inv], u, right=True).clamp(max=k - 1)
+        return index[inv].gather(-1, pick)[:, 0]
+
+
+#: the name under which the prefix-sharing decoder was introduced (kept for existing code)
+PrefixSharingGenerator = TransformersGenerator

@@ -6,13 +6,14 @@ Endpoints: ``POST /v1/completions`` (``prompt`` a string or a list of strings), 
 (the tokenizer's chat template is applied to ``messages``), ``GET /v1/models``, ``GET /health``. Request fields:
 ``max_tokens`` (default 16), ``temperature`` (0 = greedy; default 1), ``top_p``, ``top_k`` (default 50),
 ``n``, ``seed`` (default 0: the same request gives the same answers), ``logprobs`` (completions: an int, chat: a
-bool) and ``stop``. Answers come from :class:`elical.generation.prefix_sharing.PrefixSharingGenerator`, so they always end at
-the end of their first line or at EOS (other ``stop`` strings cut the text afterwards); log-probs are those of the
-raw model distribution, ``top_logprobs`` are not given. Requests are served one at a time (the model is not
-shared between threads); for throughput use vLLM's server. It exists so elical's endpoint backend
-(:class:`elical.generation.backends.OpenAIGenerator`) can be tested against a real server offline, and to serve a local
-model to clients that speak the OpenAI API. ``--no-logprobs`` answers without log-probs (like servers that do not
-give them); ``--fail-first K`` answers the first K POST requests with HTTP 503 (to exercise clients' retries).
+bool) and ``stop``. Answers come from :class:`elical.generation.prefix_sharing.TransformersGenerator` (prompt i of
+a request is sampled with the key ``str(i)``), so they always end at the end of their first line or at EOS (other
+``stop`` strings cut the text afterwards); log-probs are those of the raw model distribution, ``top_logprobs`` are
+not given. Requests are served one at a time (the model is not shared between threads); for throughput use
+vLLM's server. It exists so elical's endpoint backend (:class:`elical.generation.backends.OpenAIGenerator`) can be
+tested against a real server offline, and to serve a local model to clients that speak the OpenAI API.
+``--no-logprobs`` answers without log-probs (like servers that do not give them); ``--fail-first K`` answers the
+first K POST requests with HTTP 503 (to exercise clients' retries).
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ class RequestError(ValueError):
 
 
 def _rows_generator(model, tokenizer, decoding):
-    """A :class:`elical.generation.prefix_sharing.PrefixSharingGenerator` that also keeps every decoded row's (raw text,
+    """A :class:`elical.generation.prefix_sharing.TransformersGenerator` that also keeps every decoded row's (raw text,
     token strings, log-probs, token ids) in ``rows``, in row order: the samples' per-token log-probs too."""
-    from elical.generation.prefix_sharing import PrefixSharingGenerator
+    from elical.generation.prefix_sharing import TransformersGenerator
 
-    class RowsGenerator(PrefixSharingGenerator):
+    class RowsGenerator(TransformersGenerator):
         def generate(self, *args, **kwargs):
             self.rows = []
             return super().generate(*args, **kwargs)

@@ -131,7 +131,8 @@ class ConfidenceModel:
         ValueError when the head does not fit the model.
         """
         from elical.heads.probe import ProbeHead
-        from elical.heads.lora import LoRAHead, load_base_model
+        from elical.generation.models import load_model as load_base_model
+        from elical.heads.lora import LoRAHead
 
         head_dir = Path(head_dir)
         head_json = head_dir / "head.json"
@@ -207,7 +208,7 @@ def _as_input_error(head_dir: Path):
 
 
 def _resolve_model(model, recorded: str | None, device: str):
-    from elical.heads.lora import load_base_model
+    from elical.generation.models import load_model as load_base_model
 
     if isinstance(model, tuple):
         return model

@@ -160,3 +160,21 @@ def label_order(selection: str, n_pool: int, seed: int, eli_confidence=None,
             raise ValueError(f"stratified selection needs eli_confidence of shape ({n_pool},)")
         return stratified_label_order(eli_confidence, seed, n_strata)
     raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+
+
+#: Label targets of the k labelled questions: the paper's sample accuracy (share of correct sampled answers,
+#: Ni et al., Sec. 3.2) or the greedy answer's correctness (the evaluation label). Every label-using method of a
+#: run (Cal-Only, EliCal, the post-hoc calibrators) gets the same one.
+TARGETS = ("sample-accuracy", "greedy")
+
+
+def label_targets(records, target: str = "sample-accuracy") -> np.ndarray:
+    """The label target of each record: ndarray of shape (n,), in [0, 1]. ``target``: one of :data:`TARGETS`.
+    Raises ValueError for another target (or a record without the fields it needs, naming the record)."""
+    from elical.records import sample_accuracy
+
+    if target == "sample-accuracy":
+        return np.array([sample_accuracy(r) for r in records], dtype=np.float64)
+    if target == "greedy":
+        return np.array([float(r["greedy_correctness"]) for r in records], dtype=np.float64)
+    raise ValueError(f"target must be one of {TARGETS}, got {target!r}")

@@ -7,10 +7,10 @@ warm-up over 10 % of the steps then linear decay (the transformers Trainer sched
 step so that no step has a zero rate), gradient accumulation and early stopping on a validation loss.
 :mod:`elical.heads.probe` is the fast path (frozen features, head only); this module trains the adapters too.
 
-- :func:`fit_lora_eli_only` -- stage 1, elicitation, on the unlabelled pool's self-consistency (Eli-Only).
-- :func:`fit_lora_elical` -- stage 2, calibration: continues from the stage-1 adapter *and* head on the k labelled
+- :func:`elical.heads.stages.fit_lora_eli_only` -- stage 1, elicitation, on the unlabelled pool's self-consistency (Eli-Only).
+- :func:`elical.heads.stages.fit_lora_elical` -- stage 2, calibration: continues from the stage-1 adapter *and* head on the k labelled
   questions (the adapter keeps training unless ``freeze_lora=True``).
-- :func:`fit_lora_cal_only` -- baseline: the same architecture from scratch on the same k questions.
+- :func:`elical.heads.stages.fit_lora_cal_only` -- baseline: the same architecture from scratch on the same k questions.
 
 Several heads share one base model: each :class:`LoRAHead` injects its own named peft adapter into the model and
 switches it on only inside its own forward passes; outside them every adapter is off, so the model keeps giving
@@ -30,110 +30,23 @@ import math
 import os
 import warnings
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from elical.heads.probe import MIN_SAMPLES_FOR_VALIDATION, holdout_split
+from elical.generation.models import load_model
+from elical.heads.lora_config import LoRAConfig, detect_target_modules
+from elical.heads.validation import MIN_SAMPLES_FOR_VALIDATION, holdout_split
 
-__all__ = ["LoRAConfig", "LoRAHead", "detect_target_modules", "fit_lora_eli_only", "fit_lora_elical",
-           "fit_lora_cal_only"]
+__all__ = ["LoRAConfig", "LoRAHead", "detect_target_modules"]
 
 _FORMAT = "elical.LoRAHead"
 _FORMAT_VERSION = 1
 _PEFT_PREFIX = "base_model.model."  # key prefix of a PeftModel's adapter file: PeftModel.from_pretrained reads ours
 _names = itertools.count()
 _MAX_STAT_PROMPTS = 2048  # prompts whose initial hidden states set the standardisation
-
-
-@dataclass(frozen=True)
-class LoRAConfig:
-    """Hyper-parameters of a :class:`LoRAHead`. Defaults: the paper's LoRA and optimiser settings.
-
-    rank, alpha, dropout : LoRA rank r, scaling alpha (update scaled by alpha / r) and dropout (paper: 8, 16, 0).
-    target_modules : names of the projections that get adapters; None detects every linear projection of the
-        decoder (:func:`detect_target_modules`: q/k/v/o and gate/up/down for Llama-like models).
-    learning_rate : peak AdamW step size of the adapters; head_learning_rate: of the head (None: the same).
-    weight_decay : AdamW decoupled weight decay (paper: 0.1). warmup_ratio: share of the planned optimiser steps
-        with a linear warm-up; the rate then decays linearly towards 0 at ``max_epochs`` (paper: 0.1).
-    batch_size : prompts per forward pass; grad_accumulation: forward passes per optimiser step (effective batch
-        ``batch_size * grad_accumulation``; the paper: 16 x 8 on 560k questions). max_grad_norm: gradient clipping
-        (None: off; the transformers Trainer default is 1.0).
-    max_epochs, patience, tol : early stopping as :class:`elical.heads.probe.ProbeHead`: stop after ``patience`` epochs
-        without a validation-MSE decrease larger than ``tol``; keep the best epoch's weights (epoch 0 included).
-    validation_fraction : seeded share of the training prompts held out for early stopping when no ``val`` is
-        given (none below :data:`elical.heads.probe.MIN_SAMPLES_FOR_VALIDATION` prompts: then
-        ``min(max_epochs, epochs_without_validation)`` epochs and the last weights).
-    freeze_lora : train the head only, keeping the adapter as it starts (stage 2 option; the paper's default,
-        and ours, is to keep training it).
-    random_state : seeds the adapter and head initialisation, the validation split, the shuffling and LoRA
-        dropout; the global torch RNG state is saved and restored around :meth:`LoRAHead.fit`.
-    """
-
-    rank: int = 8
-    alpha: float = 16.0
-    dropout: float = 0.0
-    target_modules: tuple[str, ...] | None = None
-    learning_rate: float = 1e-4
-    head_learning_rate: float | None = 1e-3
-    weight_decay: float = 0.1
-    warmup_ratio: float = 0.1
-    batch_size: int = 16
-    grad_accumulation: int = 1
-    max_grad_norm: float | None = 1.0
-    max_epochs: int = 10
-    patience: int = 4
-    tol: float = 1e-5
-    validation_fraction: float = 0.2
-    epochs_without_validation: int = 5
-    freeze_lora: bool = False
-    random_state: int = 0
-
-    def __post_init__(self):
-        if self.target_modules is not None:
-            object.__setattr__(self, "target_modules", tuple(self.target_modules))
-        for name in ("rank", "batch_size", "grad_accumulation", "patience"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"LoRAConfig.{name} must be a positive integer, got {value!r}")
-        for name in ("max_epochs", "epochs_without_validation", "random_state"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"LoRAConfig.{name} must be a non-negative integer, got {value!r}")
-        if not (self.alpha > 0 and self.learning_rate > 0 and (self.head_learning_rate or 1) > 0):
-            raise ValueError("LoRAConfig.alpha, learning_rate and head_learning_rate must be > 0")
-        if not (self.weight_decay >= 0 and self.tol >= 0 and (self.max_grad_norm or 1) > 0):
-            raise ValueError("LoRAConfig.weight_decay and tol must be >= 0, max_grad_norm > 0 or None")
-        for name in ("dropout", "warmup_ratio", "validation_fraction"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"LoRAConfig.{name} must be in [0, 1), got {getattr(self, name)!r}")
-
-
-def detect_target_modules(model) -> tuple[str, ...]:
-    """Names of the linear projections inside the model's blocks, the LoRA targets (the paper: all of them).
-
-    Every ``torch.nn.Linear`` (or transformers ``Conv1D``, GPT-2 style) except the output embedding (``lm_head``),
-    by its last name component: ``('down_proj', 'gate_proj', 'k_proj', 'o_proj', 'q_proj', 'up_proj', 'v_proj')``
-    for Llama/Qwen/SmolLM2. Layers already wrapped by peft count by their own name. Raises ValueError when there is
-    none.
-    """
-    import torch
-    from peft.tuners.tuners_utils import BaseTunerLayer
-    from transformers.pytorch_utils import Conv1D
-
-    out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    names = set()
-    for qualified, module in model.named_modules():
-        leaf = qualified.rsplit(".", 1)[-1]
-        if "lora_" in qualified or "base_layer" in qualified or module is out or leaf in ("lm_head", "score"):
-            continue
-        if isinstance(module, (BaseTunerLayer, torch.nn.Linear, Conv1D)):
-            names.add(leaf)
-    if not names:
-        raise ValueError(f"no linear projection found in {type(model).__name__} to put LoRA adapters on")
-    return tuple(sorted(names))
 
 
 def _rng_devices(model) -> list[int]:
@@ -287,7 +200,7 @@ class LoRAHead:
             Self-consistency (stage 1), sample accuracy or greedy correctness (stage 2).
         val : (prompts_val, targets_val), optional
             Validation data for early stopping; without it a seeded ``validation_fraction`` of the prompts is held
-            out (none below :data:`elical.heads.probe.MIN_SAMPLES_FOR_VALIDATION` prompts).
+            out (none below :data:`elical.heads.validation.MIN_SAMPLES_FOR_VALIDATION` prompts).
         init : LoRAHead, optional
             A fitted head on the *same model object* to continue from (EliCal stage 2): its adapter, head and
             standardisation are copied into this head's own adapter; ``init`` is not modified. Its rank, alpha and
@@ -508,7 +421,7 @@ class LoRAHead:
         meta = json.loads((directory / "head.json").read_text(encoding="utf-8"))
         if meta.get("format") != _FORMAT:
             raise ValueError(f"{directory / 'head.json'}: not a {_FORMAT} file (format={meta.get('format')!r})")
-        lm, tok = model if model is not None else load_base_model(meta["base_model"], device)
+        lm, tok = model if model is not None else load_model(meta["base_model"], device)
         known = {f.name for f in fields(LoRAConfig)}
         config = LoRAConfig(**{k: v for k, v in meta["config"].items() if k in known})
         head = cls(lm, tok, config, base_model=meta["base_model"])
@@ -534,58 +447,3 @@ class LoRAHead:
         head.n_epochs_, head.best_epoch_ = fitted["n_epochs_"], fitted["best_epoch_"]
         head.best_val_loss_ = fitted["best_val_loss_"]
         return head
-
-
-def load_base_model(name: str, device: str = "cpu"):
-    """``(model, tokenizer)`` for a head's base model: :func:`elical.generation.models.load_model`, or with ``device="auto"``
-    transformers' ``device_map="auto"`` (accelerate spreads the layers over every visible GPU, bfloat16)."""
-    if device != "auto":
-        from elical.generation.models import load_model
-
-        return load_model(name, device=device)
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from elical.generation.models import resolve_model_path
-
-    path = resolve_model_path(name)
-    tok = AutoTokenizer.from_pretrained(path)
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, device_map="auto")
-    lm.eval()
-    return lm, tok
-
-
-def fit_lora_eli_only(model, tokenizer, prompts, self_consistency, *, config: LoRAConfig | None = None,
-                      base_model: str | None = None) -> LoRAHead:
-    """EliCal stage 1 (elicitation) with LoRA; alone, the Eli-Only baseline (Ni et al., arXiv 2510.17509).
-
-    ``prompts``: n pool prompts; ``self_consistency``: shape (n,), in [0, 1] (``c_cons``). Early stopping holds out
-    a seeded ``validation_fraction`` of the pool and uses *its* self-consistency: no correctness label is read.
-    """
-    return LoRAHead(model, tokenizer, config, base_model=base_model).fit(prompts, self_consistency)
-
-
-def fit_lora_elical(eli_head: LoRAHead, prompts_k, y_k, *, config: LoRAConfig | None = None,
-                    **overrides) -> LoRAHead:
-    """EliCal stage 2 (calibration): continue from the stage-1 adapter and head on the k labelled questions.
-
-    ``prompts_k``: k prompts; ``y_k``: shape (k,), in [0, 1] (sample accuracy ``c_acc``, or greedy correctness).
-    The config defaults to ``eli_head.config`` with ``overrides`` (e.g. ``freeze_lora=True`` to train the head
-    only, ``max_epochs``); rank, alpha and target modules stay stage 1's. Validation is a seeded held-out part of
-    the k questions (none below :data:`elical.heads.probe.MIN_SAMPLES_FOR_VALIDATION`); if no epoch beats the stage-1
-    weights on it, the stage-1 weights are kept. ``eli_head`` is not modified.
-    """
-    if not isinstance(eli_head, LoRAHead):
-        raise ValueError(f"eli_head must be a fitted LoRAHead, got {type(eli_head).__name__}")
-    cfg = replace(config if config is not None else eli_head.config, **overrides)
-    head = LoRAHead(eli_head.model, eli_head.tokenizer, cfg, base_model=eli_head.base_model)
-    return head.fit(prompts_k, y_k, init=eli_head)
-
-
-def fit_lora_cal_only(model, tokenizer, prompts_k, y_k, *, config: LoRAConfig | None = None,
-                      base_model: str | None = None) -> LoRAHead:
-    """Cal-Only baseline: the LoRA + linear head trained from scratch on the same k labelled questions
-    (Ni et al., arXiv 2510.17509). Validation inside the k questions as :func:`fit_lora_elical`."""
-    return LoRAHead(model, tokenizer, config, base_model=base_model).fit(prompts_k, y_k)

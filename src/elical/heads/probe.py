@@ -27,48 +27,14 @@ from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator
 from sklearn.preprocessing import StandardScaler
 
-__all__ = ["holdout_split", "ProbeHead", "fit_eli_only", "fit_elical", "fit_cal_only", "MIN_SAMPLES_FOR_VALIDATION"]
+from elical.heads.validation import MIN_SAMPLES_FOR_VALIDATION, _check_X, _check_y, holdout_split
 
-#: Below this many training samples (and without an explicit validation set) no validation split is carved out:
-#: with fewer than 10 questions a held-out part of one or two questions says nothing, and it would take a large
-#: share of the labels. The head then trains for ``min(max_epochs, epochs_without_validation)`` epochs.
-MIN_SAMPLES_FOR_VALIDATION = 10
+__all__ = ["ProbeHead"]
 
 _KINDS = ("linear", "mlp")
 _FORMAT = "elical.ProbeHead"
 _FORMAT_VERSION = 1
 _EVAL_CHUNK = 16384  # rows per forward pass when predicting; bounds memory for the mlp's hidden layer
-
-
-def _check_X(X, name: str) -> np.ndarray:
-    arr = _as_float32(X, name, "(n_samples, n_features)")
-    if arr.ndim != 2 or 0 in arr.shape:
-        raise ValueError(f"{name} must be 2-D of shape (n_samples, n_features) with at least one sample and "
-                         f"one feature, got shape {arr.shape}")
-    return _finite(arr, name)
-
-
-def _check_y(y, name: str, n_samples: int, x_name: str) -> np.ndarray:
-    arr = _as_float32(y, name, "(n_samples,)")
-    if arr.ndim != 1 or arr.shape[0] != n_samples:
-        raise ValueError(f"{name} must be 1-D of shape (n_samples,) = ({n_samples},) to match {x_name}, "
-                         f"got shape {arr.shape}")
-    if _finite(arr, name).min() < 0.0 or arr.max() > 1.0:
-        raise ValueError(f"{name} must lie in [0, 1] (a probability target), got range [{arr.min()}, {arr.max()}]")
-    return arr
-
-
-def _as_float32(values, name: str, shape: str) -> np.ndarray:
-    try:
-        return np.asarray(values, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a numeric array of shape {shape}: {exc}") from None
-
-
-def _finite(arr: np.ndarray, name: str) -> np.ndarray:
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or infinite values (or values too large for float32)")
-    return arr
 
 
 def _build_net(kind: str, n_features: int, hidden_size: int, generator: torch.Generator) -> torch.nn.Sequential:
@@ -257,7 +223,8 @@ class ProbeHead(BaseEstimator):
         generator = torch.Generator().manual_seed(int(self.random_state))
         enough = X.shape[0] >= MIN_SAMPLES_FOR_VALIDATION and self.validation_fraction > 0
         epochs = None
-        if X_val is None and enough and self.validation == "cv":
+        if X_val is None and self.validation == "cv" and X.shape[0] >= 2 and self.validation_fraction > 0:
+            # Below MIN_SAMPLES_FOR_VALIDATION: leave-one-out, which may choose 0 epochs (keep init's weights).
             epochs = self._cv_epochs(X, y, init)
         elif X_val is None and enough:
             train_idx, val_idx = holdout_split(X.shape[0], self.validation_fraction, self.random_state)
@@ -266,7 +233,10 @@ class ProbeHead(BaseEstimator):
         val = None if X_val is None else (_standardize(X_val, mean, scale), y_val)
         if epochs is None:
             epochs = self.max_epochs if val is not None else min(self.max_epochs, self.epochs_without_validation)
-        history, best_epoch = self._train(net, _standardize(X, mean, scale), y, val, epochs, generator)
+        # With CV the final fit follows the folds' schedule (warm-up planned over max_epochs) and stops at the
+        # chosen epoch, so the epoch count means what it meant in the folds.
+        plan = self.max_epochs if self.validation == "cv" and val is None else epochs
+        history, best_epoch = self._train(net, _standardize(X, mean, scale), y, val, epochs, generator, plan)
         self.module_, self.mean_, self.scale_, self.n_features_in_ = net.eval(), mean, scale, X.shape[1]
         self.history_, self.n_epochs_, self.best_epoch_ = history, history[-1][0], best_epoch
         self.best_val_loss_ = None if val is None else history[best_epoch][2]
@@ -287,27 +257,33 @@ class ProbeHead(BaseEstimator):
         return net, scaler.mean_.astype(np.float64), scaler.scale_.astype(np.float64)
 
     def _cv_epochs(self, X, y, init) -> int:
-        """Number of epochs chosen by seeded k-fold cross-validation (median of the folds' best epochs)."""
+        """Number of epochs chosen by seeded k-fold cross-validation (median of the folds' best epochs, 0 allowed);
+        leave-one-out below :data:`MIN_SAMPLES_FOR_VALIDATION` samples."""
         from sklearn.model_selection import KFold
 
-        folds = KFold(n_splits=min(self.cv_folds, X.shape[0] // 2), shuffle=True, random_state=self.random_state)
+        n = X.shape[0]
+        n_splits = n if n < MIN_SAMPLES_FOR_VALIDATION else min(self.cv_folds, n // 2)
+        folds = KFold(n_splits=n_splits, shuffle=True, random_state=self.random_state)
         best = []
         for i, (tr, va) in enumerate(folds.split(X)):
             gen = torch.Generator().manual_seed(int(self.random_state) + 1 + i)
             net, mean, scale = self._start(X[tr], init, gen, y[tr])
             _, best_epoch = self._train(net, _standardize(X[tr], mean, scale), y[tr],
-                                        (_standardize(X[va], mean, scale), y[va]), self.max_epochs, gen)
+                                        (_standardize(X[va], mean, scale), y[va]), self.max_epochs, gen,
+                                        self.max_epochs)
             best.append(best_epoch)
         self.cv_best_epochs_ = best
         return int(np.median(best))
 
-    def _train(self, net, Xs, y, val, epochs, generator) -> tuple[list, int]:
-        """AdamW with linear warm-up, full shuffled passes, early stopping; leaves the kept weights in ``net``."""
+    def _train(self, net, Xs, y, val, epochs, generator, plan_epochs) -> tuple[list, int]:
+        """AdamW with linear warm-up over ``warmup_ratio * plan_epochs`` epochs, full shuffled passes, early
+        stopping; trains at most ``epochs`` epochs and leaves the kept weights in ``net``."""
         n_train = Xs.shape[0]
         # At least ~8 steps per epoch: a small pool in one or two batches barely moves per epoch and early
         # stopping then ends training long before convergence.
         batch_size = max(1, min(self.batch_size, math.ceil(n_train / 8)))
-        warmup_steps = math.ceil(self.warmup_ratio * epochs * math.ceil(n_train / batch_size))
+        warmup_steps = math.ceil(self.warmup_ratio * plan_epochs * math.ceil(n_train / batch_size))
+        self.warmup_steps_ = warmup_steps
         optimizer = torch.optim.AdamW(net.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0)
@@ -439,71 +415,9 @@ class ProbeHead(BaseEstimator):
         return head
 
 
-def holdout_split(n: int, fraction: float, random_state: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded split of ``range(n)`` into (train, validation) indices, ``round(fraction * n)`` held out and at least
-    one of each; shared by the probe heads and the LoRA head."""
-    perm = np.random.default_rng(random_state).permutation(n)
-    n_val = min(n - 1, max(1, int(round(fraction * n))))
-    return perm[n_val:], perm[:n_val]
-
-
 def _predict_tensor(net: torch.nn.Module, X: torch.Tensor) -> torch.Tensor:
     return torch.cat([_confidence(net, X[i:i + _EVAL_CHUNK]) for i in range(0, X.shape[0], _EVAL_CHUNK)])
 
 
 def _jsonable(params: dict) -> dict:
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in params.items()}
-
-
-def fit_eli_only(X_pool, self_consistency, *, random_state=0, **head_params) -> ProbeHead:
-    """EliCal stage 1, elicitation; alone it is the Eli-Only baseline (Ni et al., arXiv 2510.17509).
-
-    Fits a :class:`ProbeHead` on the unlabelled pool ``X_pool`` (ndarray of shape (n_pool, n_features)) with
-    target ``self_consistency`` (ndarray of shape (n_pool,), in [0, 1]: ``c_cons``, the share of sampled answers
-    that agree with the greedy answer). Early stopping uses a seeded held-out part of the pool and *its*
-    self-consistency; no correctness label is seen. ``head_params`` are :class:`ProbeHead` parameters.
-    Raises ValueError as :meth:`ProbeHead.fit`.
-    """
-    return ProbeHead(random_state=random_state, **head_params).fit(X_pool, self_consistency)
-
-
-def fit_elical(eli_head: ProbeHead, X_k, y_k, *, random_state=0, **head_params) -> ProbeHead:
-    """EliCal stage 2, calibration: continue from the stage-1 head on the k labelled questions (Ni et al.).
-
-    Returns a new head that starts from a copy of ``eli_head``'s weights and standardisation; ``eli_head`` is not
-    modified. Hyper-parameters default to ``eli_head``'s, overridden by ``head_params`` (``kind`` and
-    ``hidden_size`` must stay the same). Only the k questions are used: by default (``validation="cv"``)
-    k-fold cross-validation inside the k picks the number of epochs (0 = keep the stage-1 weights), then the head
-    trains on all k for that many; ``validation="holdout"`` holds out a seeded ``validation_fraction`` of them
-    instead. With k < :data:`MIN_SAMPLES_FOR_VALIDATION` there is no early stopping and the head trains
-    ``min(max_epochs, epochs_without_validation)`` epochs (default 20).
-
-    Parameters
-    ----------
-    eli_head : ProbeHead, fitted (stage 1)
-    X_k : ndarray of shape (k, n_features)
-    y_k : ndarray of shape (k,), values in [0, 1]
-        Sample accuracy ``c_acc`` (share of correct sampled answers) or greedy correctness (0/1).
-    random_state : int
-    **head_params : constructor parameters of :class:`ProbeHead`.
-
-    Raises
-    ------
-    ValueError
-        ``eli_head`` not fitted, architecture mismatch, or as :meth:`ProbeHead.fit`.
-    """
-    if not isinstance(eli_head, ProbeHead):
-        raise ValueError(f"eli_head must be a fitted ProbeHead, got {type(eli_head).__name__}")
-    params = {**eli_head.get_params(), "validation": "cv", **head_params, "random_state": random_state}
-    return ProbeHead(**params).fit(X_k, y_k, init=eli_head)
-
-
-def fit_cal_only(X_k, y_k, *, random_state=0, **head_params) -> ProbeHead:
-    """Cal-Only baseline: the same head trained from scratch on the k labelled questions (Ni et al., 2510.17509).
-
-    ``X_k``: ndarray of shape (k, n_features); ``y_k``: ndarray of shape (k,), in [0, 1]. Standardisation comes
-    from the k questions themselves; validation and early stopping as in :func:`fit_elical`. ``head_params`` are
-    :class:`ProbeHead` parameters. Raises ValueError as :meth:`ProbeHead.fit`.
-    """
-    return ProbeHead(**{"validation": "cv", **head_params, "random_state": random_state}).fit(X_k, y_k)
-

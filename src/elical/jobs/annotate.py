@@ -1,19 +1,20 @@
 """Annotation: generate answers for each question and judge them, writing one HonestyBench record per question.
 
 Records are appended batch by batch to a JSONL file (:func:`elical.records.open_append`), so a killed run
-resumes where it stopped. Batch boundaries are fixed by the full question list and each batch's sampling seed is
-derived from the run seed and its question ids, so a resumed run writes the same records as an uninterrupted one.
+resumes where it stopped. A question's answers depend only on the run seed and its id (every backend seeds each
+question on its own), so a resumed run generates only the missing questions, in batches of its own, and writes
+the same records as an uninterrupted one; the batch size changes the speed, not the records.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from elical.generation.base import Generation, build_prompt
+from elical.generation.base import Generation, build_prompt, decoding_meta
 from elical.records import open_append, read_records
 
 __all__ = ["Annotator", "make_record"]
@@ -22,8 +23,10 @@ __all__ = ["Annotator", "make_record"]
 class Annotator:
     """Judges bundled for annotation.
 
-    ``correctness``: callable(responses, aliases) -> 0/1 array; ``lexical``: callable(greedy, samples) -> ROUGE-L
-    array; ``semantic``: object with ``judge(greedy, samples) -> 0/1 array``.
+    ``correctness``: callable(responses, aliases, question=None) -> 0/1 array; ``lexical``: callable(greedy,
+    samples) -> ROUGE-L array; ``semantic``: object with ``judge(greedy, samples, question=None) -> 0/1 array``.
+    Both judges receive the record's question; MMLU records (``choices``, ``answer_index``) are judged by the
+    lettered choice they name instead.
     """
 
     def __init__(self, correctness, lexical, semantic, names: dict | None = None):
@@ -31,46 +34,104 @@ class Annotator:
         self.names = names or {}
 
     @classmethod
-    def default(cls, semantic_model: str | None = None, *, correctness: str = "contains",
-                equivalence: str = "embedding", model=None, tokenizer=None) -> "Annotator":
-        """Judges by name (see :func:`elical.judges.core.make_equivalence_judge` / ``make_correctness_judge``).
+    def default(cls, semantic_model: str | None = None, *, correctness: str | None = None,
+                equivalence: str | None = None, model=None, tokenizer=None, judge_model: str | None = None,
+                judge_base_url: str | None = None, judge_with_qa_model: bool = False) -> "Annotator":
+        """Judges by name (:data:`elical.judges.JUDGES`; defaults ``DEFAULT_CORRECTNESS`` "span-contains" and
+        ``DEFAULT_EQUIVALENCE`` "span").
 
-        ``semantic_model``: local model directory for the "embedding" (default: the packaged all-MiniLM-L6-v2) or
-        "nli" (required) judges. The "llm" judges use ``model``/``tokenizer`` (the run's own model, greedy)."""
-        from elical.judges.core import LexicalConsistency, make_correctness_judge, make_equivalence_judge
+        ``semantic_model``: local model directory for the judges that take one ("embedding", "span": default the
+        packaged all-MiniLM-L6-v2; "nli": required). The "llm" judges need their own judge: ``judge_model`` (a
+        local model directory) or ``judge_base_url`` (an OpenAI-compatible server; ``judge_model`` is then the
+        model name sent). Only with ``judge_with_qa_model=True`` do they use the QA model itself
+        (``model``/``tokenizer``), with a warning, and ``describe()`` records ``judge_is_qa_model: true``.
+        Raises :class:`elical.records.InputError` (exit 2) for an llm judge without any of these."""
+        import sys
+        import warnings
+
+        from elical.judges import DEFAULT_CORRECTNESS, DEFAULT_EQUIVALENCE, JUDGES, LexicalConsistency, \
+            make_correctness_judge, make_equivalence_judge
+
+        correctness = correctness or DEFAULT_CORRECTNESS
+        equivalence = equivalence or DEFAULT_EQUIVALENCE
+        backend, qa_judge = {}, False
+        if "llm" in (correctness, equivalence):
+            from elical.judges.llm import OpenAICompletion, TransformersCompletion
+            from elical.records import InputError
+
+            if judge_base_url:
+                backend["complete"] = OpenAICompletion(judge_base_url, judge_model or "default")
+            elif judge_model:
+                from elical.generation.models import load_model
+
+                backend["complete"] = TransformersCompletion(*load_model(judge_model, device=getattr(
+                    model, "device", "cpu")))
+            elif judge_with_qa_model:
+                if model is None:
+                    raise InputError("--judge-with-qa-model", None, "--judge-with-qa-model",
+                                     "the llm judge needs the QA model and tokenizer")
+                warnings.warn("the llm judge is the QA model itself (--judge-with-qa-model): its judgements "
+                              "grade its own answers; the record meta says judge_is_qa_model: true", stacklevel=2)
+                print("elical: WARNING: the llm judge is the QA model itself (judge_is_qa_model: true)",
+                      file=sys.stderr)
+                backend["complete"], qa_judge = TransformersCompletion(model, tokenizer), True
+            else:
+                raise InputError("--judge-model", None, "--judge-model",
+                                 "the llm judge needs its own judge model: give --judge-model DIR or "
+                                 "--judge-base-url URL (or, knowingly, --judge-with-qa-model)")
 
         def kwargs(name: str) -> dict:
             if name == "llm":
-                if model is None:
-                    raise ValueError("the llm judge needs the model and tokenizer")
-                from elical.judges.llm import TransformersCompletion
-
-                return {"complete": TransformersCompletion(model, tokenizer)}
-            if name in ("embedding", "nli") and semantic_model:
-                return {"model_path": semantic_model}
+                return dict(backend)
+            if JUDGES[name].model_kw and semantic_model:
+                return {JUDGES[name].model_kw: semantic_model}
             return {}
 
+        names = {"correctness": correctness, "equivalence": equivalence}
+        if qa_judge:
+            names["judge_is_qa_model"] = True
         return cls(make_correctness_judge(correctness, **kwargs(correctness)), LexicalConsistency(),
-                   make_equivalence_judge(equivalence, **kwargs(equivalence)),
-                   names={"correctness": correctness, "equivalence": equivalence})
+                   make_equivalence_judge(equivalence, **kwargs(equivalence)), names=names)
 
     def describe(self) -> dict:
+        """The judges of the record meta: names, thresholds, and ``judge_is_qa_model`` when the LLM judge is the
+        QA model itself."""
         sem = self.semantic
-        return {"correctness": self.names.get("correctness", type(self.correctness).__name__),
-                "equivalence": self.names.get("equivalence", type(sem).__name__),
-                "lexical_consistency": "ROUGE-L F1",
-                "semantic_consistency": type(sem).__name__ + f"(threshold={getattr(sem, 'threshold', None)})"}
+        out = {"correctness": self.names.get("correctness", getattr(self.correctness, "name",
+                                                                    type(self.correctness).__name__)),
+               "equivalence": self.names.get("equivalence", getattr(sem, "name", type(sem).__name__)),
+               "mmlu_correctness": "mmlu_correct",
+               "lexical_consistency": "ROUGE-L F1",
+               "semantic_consistency": type(sem).__name__ + f"(threshold={getattr(sem, 'threshold', None)})"}
+        if self.names.get("judge_is_qa_model"):
+            out["judge_is_qa_model"] = True
+        return out
+
+
+def _mmlu_judgements(question: dict, greedy: str, samples: list[str]) -> tuple[int, list[int], list[int]]:
+    """Greedy correctness, sample correctness and sample consistency of an MMLU question (``choices`` and
+    ``answer_index``): the one choice each answer names (:func:`elical.judges.choices.mmlu_correct`)."""
+    from elical.judges.choices import mmlu_choice, mmlu_correct
+
+    choices, key = question["choices"], int(question["answer_index"])
+    pick = mmlu_choice(greedy, choices)
+    return (int(mmlu_correct(greedy, choices, key)), [int(mmlu_correct(s, choices, key)) for s in samples],
+            [int(pick is not None and mmlu_choice(s, choices) == pick) for s in samples])
 
 
 def make_record(question: dict, prompt: str, gen: Generation, annotator: Annotator, meta: dict) -> dict:
     """One record in the HonestyBench schema (see :mod:`elical.records`) from a question and its generation."""
-    aliases = question["answer"]
+    aliases, q = question["answer"], question["question"]
     samples = gen.sampling_response
-    greedy_ok = int(annotator.correctness([gen.greedy_response], aliases)[0])
-    sample_ok = [int(v) for v in annotator.correctness(samples, aliases)] if samples else []
-    consistent = [int(v) for v in annotator.semantic.judge(gen.greedy_response, samples)] if samples else []
+    if "choices" in question and "answer_index" in question:  # MMLU: judged by the lettered choice named
+        greedy_ok, sample_ok, consistent = _mmlu_judgements(question, gen.greedy_response, samples)
+    else:  # judges always receive the question
+        greedy_ok = int(annotator.correctness([gen.greedy_response], aliases, question=q)[0])
+        sample_ok = [int(v) for v in annotator.correctness(samples, aliases, question=q)] if samples else []
+        consistent = [int(v) for v in annotator.semantic.judge(gen.greedy_response, samples, question=q)] \
+            if samples else []
     rouge = [round(float(v), 6) for v in annotator.lexical(gen.greedy_response, samples)] if samples else []
-    g = asdict(gen)
+    g = {f.name: getattr(gen, f.name) for f in fields(gen) if f.name != "hidden_states"}
     record = {
         "id": question["id"], "dataset": question["dataset"], "split": question.get("split", "test"),
         "question": question["question"], "answer": list(aliases), "prompt": prompt,
@@ -94,33 +155,40 @@ def make_record(question: dict, prompt: str, gen: Generation, annotator: Annotat
 
 
 def annotate(questions: Sequence[dict], generator, annotator: Annotator, path: str | Path, *, seed: int,
-             meta: dict, progress: bool = True) -> list[dict]:
+             meta: dict, progress: bool = True, hidden_layers: Sequence[int] = (),
+             hidden_states: dict | None = None) -> list[dict]:
     """Annotate ``questions`` into the record file ``path`` and return all records in question order.
 
-    Questions whose id is already in ``path`` are skipped (resume). Raises ValueError on duplicate ids.
+    Questions whose id is already in ``path`` are skipped (resume); the others are generated
+    ``generator.decoding.batch_size`` at a time. ``meta["decoding"]`` is set from the generator
+    (:func:`elical.generation.base.decoding_meta`), so every record says which decoder made it.
+    ``hidden_layers`` / ``hidden_states``: when the generator has ``supports_hidden_states``, the last prompt
+    token's states of the given layers are taken from its prefill and put in the dict ``hidden_states`` as
+    ``{id: {layer: float32 ndarray (hidden_size,)}}`` for the questions generated here (not the resumed ones).
+    Raises ValueError on duplicate ids.
     """
     from tqdm.auto import tqdm
 
     ids = [q["id"] for q in questions]
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate question ids in the input")
+    meta = {**meta, "decoding": decoding_meta(generator)}
     done = {r["id"]: r for r in read_records(path)}
+    missing = [q for q in questions if q["id"] not in done]
     bs = generator.decoding.batch_size
-    batches = [list(questions[i:i + bs]) for i in range(0, len(questions), bs)]
+    kw = {"hidden_layers": tuple(hidden_layers)} if hidden_layers and getattr(
+        generator, "supports_hidden_states", False) else {}
     tok = generator.tokenizer
-    with open_append(path) as out, tqdm(total=len(questions), initial=sum(i in done for i in ids),
+    with open_append(path) as out, tqdm(total=len(questions), initial=len(questions) - len(missing),
                                         desc="generate+judge", unit="q", disable=not progress) as bar:
-        for batch in batches:
-            missing = [q for q in batch if q["id"] not in done]
-            if not missing:
-                continue
+        for start in range(0, len(missing), bs):
+            batch = missing[start:start + bs]
             prompts = [build_prompt(tok, q["question"]) for q in batch]
-            # The whole fixed batch is generated again so that its sampling seed, and so its answers, match an
-            # uninterrupted run; only the missing records are written.
-            gens = generator.generate(prompts, [q["id"] for q in batch], seed=seed)
-            new = [make_record(q, p, g, annotator, meta) for q, p, g in zip(batch, prompts, gens)
-                   if q["id"] not in done]
+            gens = generator.generate(prompts, [q["id"] for q in batch], seed=seed, **kw)
+            new = [make_record(q, p, g, annotator, meta) for q, p, g in zip(batch, prompts, gens)]
             out.write(new)
             done.update((r["id"], r) for r in new)
+            if hidden_states is not None and kw:
+                hidden_states.update((q["id"], g.hidden_states) for q, g in zip(batch, gens))
             bar.update(len(new))
     return [done[i] for i in ids]

@@ -49,8 +49,8 @@ def register(subparsers) -> None:
     p.add_argument("--model-estimators", action="store_true",
                    help="also run Verbal-0, Verbal-k and P(True) with the run's model")
     p.add_argument("--k-shot", type=_positive, default=8, help="Verbal-k: number of training-pool examples (8)")
-    p.add_argument("--se-judge", default="embedding", help="equivalence judge that clusters answers for semantic "
-                   "entropy: embedding (the run's), nli (Kuhn et al.; needs --se-judge-model), exact, rouge-l, ...")
+    p.add_argument("--se-judge", default="span", help="equivalence judge that clusters answers for semantic "
+                   "entropy: span (default; answer spans, with the question), embedding, nli (Kuhn et al.; needs --se-judge-model), exact, rouge-l, ...")
     p.add_argument("--se-judge-model", help="local model directory of the SE judge (nli: an MNLI model)")
     p.add_argument("--se-length-normalized", action="store_true",
                    help="SE-Weighted: weight samples by their mean token log-prob instead of the sequence log-prob")
@@ -86,7 +86,9 @@ def _main(args) -> int:
 
 def _complete(table: dict) -> dict:
     """The methods with every metric the table shows (an older results.json may hold others)."""
-    shown = {"auroc", "ece", "alignment", "brier"}
+    from elical.evaluation import headline_metrics
+
+    shown = set(headline_metrics())
     return {m: v for m, v in table.items() if isinstance(v, dict) and shown <= v.keys()}
 
 
@@ -98,7 +100,7 @@ def record_estimates(records: list[dict], names=None, equivalent=None) -> dict[s
     """Confidence of each record-based estimator: {name: ndarray of shape (n,)} in registry order.
 
     names : estimator names (default: all of :data:`elical.estimators.training_free.ESTIMATORS`). equivalent : the semantic
-    judge for SE-Discrete / SE-Weighted (default :class:`elical.judges.core.SemanticEquivalenceJudge`).
+    judge for SE-Discrete / SE-Weighted (default :class:`elical.judges.semantic.SemanticEquivalenceJudge`).
     Raises :class:`elical.estimators.training_free.EstimatorInputError` for a record an estimator cannot score."""
     from elical.estimators.training_free import ESTIMATORS
 
@@ -168,9 +170,9 @@ def _as_input_error(exc, rec_path: Path, line_of: dict, name: str) -> InputError
 
 
 def _se_judge(name: str, model_path: str | None, cfg: dict):
-    from elical.judges.core import make_equivalence_judge
+    from elical.judges import make_equivalence_judge
 
-    if name == "embedding":
+    if name in ("embedding", "span"):
         model_path = model_path or cfg.get("semantic_model")
     try:
         return make_equivalence_judge(name, **({"model_path": model_path} if model_path else {}))
@@ -179,19 +181,18 @@ def _se_judge(name: str, model_path: str | None, cfg: dict):
 
 
 def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8, batch_size: int | None = None,
-                 device: str | None = None, progress: bool = False, se_judge: str = "embedding",
+                 device: str | None = None, progress: bool = False, se_judge: str = "span",
                  se_judge_model: str | None = None, se_length_normalized: bool = False) -> dict:
     """Compute the estimators on a run's evaluation records, merge with its trained methods, write the outputs.
 
     names : estimator names from both registries (None: all record-based, plus all model-based when
     ``model_estimators``); an unknown name raises InputError. k : Verbal-k examples. batch_size / device : for the
     model (default: the run's). se_judge / se_judge_model : the equivalence judge that clusters answers for
-    SE-Discrete / SE-Weighted (:func:`elical.judges.core.make_equivalence_judge`; "embedding" with the run's
+    SE-Discrete / SE-Weighted (:func:`elical.judges.make_equivalence_judge`; "span" with the run's
     ``semantic_model`` by default); se_length_normalized : see :func:`elical.estimators.training_free.se_weighted`. Returns the
     updated results.json dict.
     Raises InputError (nothing written) for bad input; see the module docstring."""
     from elical.estimators.training_free import ESTIMATORS
-    from elical.evaluation.metrics import evaluate_confidence
     from elical.estimators.model_based import MODEL_ESTIMATORS
 
     t0 = time.time()
@@ -261,32 +262,28 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
             if est.n_unparseable:
                 _warn(f"{name}: {est.n_unparseable} of {len(records)} outputs held no number; they got 0.5")
 
-    # Recomputed estimators first (registry order), then every other method already in predictions.jsonl.
-    preds = [{"id": r["id"], "dataset": r.get("dataset", ""), "method": m, "confidence": float(v),
-              "greedy_correctness": int(r["greedy_correctness"])} for m, c in conf.items() for r, v in zip(records, c)]
-    preds += [p for p in old_preds if p.get("method") not in conf]
-    by_method: dict[str, list[dict]] = {}
-    for i, p in enumerate(preds):
-        if not {"method", "confidence", "greedy_correctness"} <= p.keys():
-            raise InputError(pred_path, None, "method", f"a prediction line lacks method/confidence/correctness: {p}")
-        by_method.setdefault(p["method"], []).append(p)
-    datasets = sorted({str(p.get("dataset", "")) for p in preds})
-    metrics: dict[str, dict] = {"all": {}}
-    for method, rows in by_method.items():
-        y = np.array([int(p["greedy_correctness"]) for p in rows])
-        c = np.array([float(p["confidence"]) for p in rows])
-        ds = np.array([str(p.get("dataset", "")) for p in rows])
-        groups = {"all": np.ones(len(rows), bool)}
-        if len(datasets) > 1:
-            groups.update({d: ds == d for d in datasets if (ds == d).any()})
-        for group, mask in groups.items():
-            try:
-                metrics.setdefault(group, {})[method] = evaluate_confidence(
-                    y[mask], c[mask], dev_fraction=float(cfg.get("dev_fraction", 0.2)), seed=int(cfg.get("seed", 0)),
-                    n_resamples=int(cfg.get("n_bootstrap", 1000)))
-            except ValueError as exc:
-                raise InputError(pred_path if method not in conf else rec_path, None, "confidence",
-                                 f"method {method}, group {group}: {exc}") from None
+    # Recomputed estimators first (registry order), then every other method already in predictions.jsonl; every
+    # method is aligned by record id to the evaluation records before scoring.
+    from elical.evaluation.scoring import align_by_id, score_methods, write_predictions
+
+    ids = [r["id"] for r in records]
+    stored: dict[str, list[dict]] = {}
+    for p in old_preds:
+        if not {"id", "method", "confidence"} <= p.keys():
+            raise InputError(pred_path, None, "method", f"a prediction line lacks id/method/confidence: {p}")
+        if p["method"] not in conf:
+            stored.setdefault(p["method"], []).append(p)
+    for method, rows in stored.items():
+        try:
+            conf[method] = align_by_id(ids, rows, method)
+        except ValueError as exc:
+            raise InputError(pred_path, None, "id", str(exc)) from None
+    datasets = sorted({str(r.get("dataset", "")) for r in records})
+    try:
+        metrics = score_methods(records, conf, dev_fraction=float(cfg.get("dev_fraction", 0.2)),
+                                seed=int(cfg.get("seed", 0)), n_resamples=int(cfg.get("n_bootstrap", 1000)))
+    except ValueError as exc:
+        raise InputError(rec_path, None, "confidence", str(exc)) from None
 
     results = dict(old_results) if old_results else {"config": cfg, "seed": cfg.get("seed", 0)}
     merged = {}
@@ -299,11 +296,7 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
     results["evaluate"] = {"timings_s": {**timings, "total": time.time() - t0}, "n_eval": len(records),
                            "skipped": sorted(n for n, v in info.items() if "skipped" in v)}
 
-    tmp = pred_path.with_name(pred_path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for p in preds:
-            fh.write(json.dumps(p, ensure_ascii=False) + "\n")
-    os.replace(tmp, pred_path)
+    write_predictions(pred_path, records, conf)
     write_json_atomic(res_path, results)
     from elical.evaluation.tables import format_table
 

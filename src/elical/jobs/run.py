@@ -20,7 +20,7 @@ import numpy as np
 
 from elical.records import InputError, read_records, write_json_atomic
 
-__all__ = ["RunConfig", "PRESETS", "prepare_run_dir", "run"]
+__all__ = ["RunConfig", "PRESETS", "check_run_dir", "prepare_run_dir", "run"]
 
 
 @dataclass(frozen=True)
@@ -31,19 +31,27 @@ class RunConfig:
     model: str = "smollm2-135m-instruct"
     datasets: tuple[str, ...] = ("facts",)
     data_dir: str | None = None
+    # datasets in no group (elical.data.groups) that may feed the training pool; None: in-domain ones only
+    pool_datasets: tuple[str, ...] | None = None
     n_train: int = 600
     n_eval: int = 300
     n_samples: int = 5
     max_new_tokens: int = 20
     batch_size: int = 16
+    backend: str = "transformers"
+    base_url: str | None = None
+    api_key_env: str | None = None
     k_values: tuple[int, ...] = (16, 64, 256)
     head: str = "linear"
+    target: str = "sample-accuracy"  # label target of every label-using method (elical.heads.labeling.TARGETS)
     layer: int = -1
     seed: int = 0
     device: str = "cpu"
     semantic_model: str | None = None
-    correctness_judge: str = "contains"
-    equivalence_judge: str = "embedding"
+    correctness_judge: str = "span-contains"  # elical.judges.DEFAULT_CORRECTNESS
+    equivalence_judge: str = "span"  # elical.judges.DEFAULT_EQUIVALENCE
+    judge_base_url: str | None = None  # the llm judge's server (never the QA model unless judge_with_qa_model)
+    judge_with_qa_model: bool = False
     build_dir: str | None = None
     model_estimators: bool = True
     dev_fraction: float = 0.2
@@ -68,32 +76,51 @@ def _versions() -> dict:
     return out
 
 
-def prepare_run_dir(path: str | Path, cfg: RunConfig, resume: bool) -> Path:
-    """Create the run directory, or check that ``--resume`` continues the same configuration.
+def check_run_dir(path: str | Path, cfg: RunConfig, resume: bool) -> Path:
+    """Check, without writing anything, that ``path`` can hold this run: absent, empty, or (with ``resume``) a
+    run directory of the same configuration.
 
-    Raises InputError (exit code 2) when the directory exists and ``resume`` is false, or when its saved
-    configuration differs from ``cfg``; nothing in it is touched then."""
-    path = Path(path)
+    Raises InputError (exit code 2) when ``path`` is a file, when the directory exists and is not empty and
+    ``resume`` is false, or when its saved configuration differs from ``cfg`` or cannot be read."""
+    from elical.jobs.checks import check_output_dir
+
+    path = check_output_dir(path)
     cfg_file = path / "config.json"
     if path.exists() and any(path.iterdir()):
         if not resume:
             raise InputError(path, None, "--output", "run directory exists and is not empty; pass --resume to "
                              "continue it or choose another --output (nothing was overwritten)")
         if cfg_file.exists():
-            saved = json.loads(cfg_file.read_text())
+            try:
+                saved = json.loads(cfg_file.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise InputError(cfg_file, None, None, f"not a readable run configuration ({exc})") from None
             now = json.loads(json.dumps(asdict(cfg)))
             diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
             if diff:
                 raise InputError(cfg_file, None, diff[0], f"differs from this command ({', '.join(diff)}); "
                                  "a resumed run must use the same configuration")
+    return path
+
+
+def prepare_run_dir(path: str | Path, cfg: RunConfig, resume: bool) -> Path:
+    """Create the run directory, or check that ``--resume`` continues the same configuration
+    (:func:`check_run_dir`, whose errors it raises; nothing in the directory is touched then)."""
+    path = check_run_dir(path, cfg, resume)
+    cfg_file = path / "config.json"
     path.mkdir(parents=True, exist_ok=True)
     if not cfg_file.exists():
         write_json_atomic(cfg_file, asdict(cfg))
     return path
 
 
-def _stage_features(run_dir: Path, records: list[dict], model, tok, cfg: RunConfig) -> np.ndarray:
-    from elical.generation.features import extract_hidden_states, load_features, save_features
+def _stage_features(run_dir: Path, records: list[dict], model, tok, cfg: RunConfig,
+                    fresh: dict | None = None, progress: bool = True) -> np.ndarray:
+    """Last-prompt-token hidden states of ``records`` (float32, shape (len(records), hidden_size)), saved in
+    ``features/hidden_states.safetensors`` in record order. ``fresh``: ``{id: {layer: state}}`` taken from the
+    generator's prefill (:func:`elical.jobs.annotate.annotate`); the other records (resumed, reused from a build,
+    or made by a backend without hidden states) get a separate forward pass or the build's features."""
+    from elical.generation.features import load_features, save_features
 
     path = run_dir / "features" / "hidden_states.safetensors"
     ids = [r["id"] for r in records]
@@ -101,16 +128,61 @@ def _stage_features(run_dir: Path, records: list[dict], model, tok, cfg: RunConf
         saved_ids, feats, _ = load_features(path)
         if saved_ids == ids:
             return feats
-    if cfg.build_dir:
-        from elical.jobs.build import reuse_features
-
-        feats = reuse_features(cfg.build_dir, records, model, tok, model_name=cfg.model, layer=cfg.layer,
-                               batch_size=cfg.batch_size, progress=True)
-    else:
-        feats = extract_hidden_states(model, tok, [r["prompt"] for r in records], layer=cfg.layer,
-                                      batch_size=cfg.batch_size, progress=True)
+    known = {i: h[cfg.layer] for i, h in (fresh or {}).items() if cfg.layer in h}
+    todo = [i for i, r in enumerate(records) if r["id"] not in known]
+    feats = np.zeros((len(records), model.config.hidden_size), dtype=np.float32)
+    if todo:
+        feats[todo] = _stage_features_rest([records[i] for i in todo], model, tok, cfg, progress)
+    for i, r in enumerate(records):
+        if r["id"] in known:
+            feats[i] = known[r["id"]]
     save_features(path, ids, feats, meta={"model": cfg.model, "layer": cfg.layer, "token": "last prompt token"})
     return feats
+
+
+def _stage_features_rest(records: list[dict], model, tok, cfg: RunConfig, progress: bool = True) -> np.ndarray:
+    """Hidden states by a separate pass (or from the build directory) for records without prefill states."""
+    from elical.generation.features import extract_hidden_states
+
+    if cfg.build_dir:
+        from elical.jobs.reuse import reuse_features
+
+        feats = reuse_features(cfg.build_dir, records, model, tok, model_name=cfg.model, layer=cfg.layer,
+                               batch_size=cfg.batch_size, progress=progress)
+    else:
+        feats = extract_hidden_states(model, tok, [r["prompt"] for r in records], layer=cfg.layer,
+                                      batch_size=cfg.batch_size, progress=progress)
+    return feats
+
+
+def _backend_options(cfg: RunConfig) -> dict:
+    """Options of ``cfg.backend`` for :func:`elical.generation.backends.make_generator`, checked before anything is
+    written: the openai backend needs ``cfg.base_url`` and reads its API key from the environment variable
+    ``cfg.api_key_env``. Raises InputError."""
+    import os
+
+    from elical.generation.backends import BACKENDS
+
+    if cfg.backend not in BACKENDS:
+        raise InputError("--backend", None, "--backend", f"unknown backend {cfg.backend!r}; one of {BACKENDS}")
+    if cfg.backend != "openai":
+        return {}
+    if not cfg.base_url:
+        raise InputError("--base-url", None, "--base-url", "the openai backend needs --base-url "
+                         "(e.g. http://127.0.0.1:8000/v1)")
+    key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+    if cfg.api_key_env and not key:
+        raise InputError("--api-key-env", None, "--api-key-env", f"environment variable {cfg.api_key_env} is not set")
+    return {"base_url": cfg.base_url, "api_key": key}
+
+
+def _make_generator(cfg: RunConfig, model, tok, decoding, options: dict):
+    """The run's generator: the in-process transformers decoder on ``model``, vLLM on ``cfg.model``, or an
+    OpenAI-compatible server serving ``cfg.model`` (``options`` from :func:`_backend_options`)."""
+    from elical.generation.backends import make_generator
+
+    return make_generator(cfg.backend, model if cfg.backend == "transformers" else cfg.model, tok, decoding,
+                          **options)
 
 
 def _label_sets(n_pool: int, cfg: RunConfig) -> dict[int, np.ndarray]:
@@ -123,80 +195,96 @@ def _label_sets(n_pool: int, cfg: RunConfig) -> dict[int, np.ndarray]:
     return {k: np.sort(order[:k]) for k in sorted({min(k, n_pool) for k in cfg.k_values})}
 
 
+def _head_fingerprint(method: str, ids, targets, cfg: RunConfig) -> str:
+    """What a trained head depends on beyond the run's configuration: its method, training questions and targets."""
+    import hashlib
+
+    blob = json.dumps([method, cfg.head, cfg.layer, cfg.seed, cfg.target, list(ids),
+                       [round(float(v), 6) for v in targets]])
+    return hashlib.sha1(blob.encode("utf-8")).hexdigest()
+
+
 def _stage_heads(run_dir: Path, records: list[dict], feats: np.ndarray, cfg: RunConfig,
-                 model=None, tok=None) -> dict[str, np.ndarray]:
-    """Fit Eli-Only, Cal-Only(k), EliCal(k) on the training pool; return each method's confidence on the eval set.
+                 model=None, tok=None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Fit Eli-Only, Cal-Only(k), EliCal(k) on the training pool; return each method's confidence on the eval set,
+    and Eli-Only's confidence on the pool (no label involved; the calibrated Eli-Only baselines start from it).
 
     Labels: the k labelled questions are the first k of one seeded permutation of the pool (nested subsets,
-    the same for Cal-Only and EliCal); their target is the sample accuracy c_acc. Stage 1 sees only
-    self-consistency. Evaluation labels are never read here. ``cfg.head`` "linear"/"mlp": probe heads on the
-    frozen hidden states; "lora": the paper's LoRA + linear head on the model itself (needs ``model``/``tok``)."""
+    the same for Cal-Only and EliCal); their target is ``cfg.target`` (:func:`elical.heads.labeling.label_targets`:
+    sample accuracy, the paper's, or greedy correctness). Stage 1 sees only self-consistency. Evaluation labels
+    are never read here. ``cfg.head``: a kind of :data:`elical.heads.HEADS`. A head saved by an earlier run of
+    this directory with the same fingerprint (method, training ids, targets) is loaded instead of trained."""
+    from elical.heads import HEADS
     from elical.heads.confidence import write_model_json
-    from elical.records import sample_accuracy, self_consistency
+    from elical.heads.labeling import label_targets
+    from elical.heads.stages import fit_budget
+    from elical.records import self_consistency
 
     pool = [r for r in records if r["split"] == "train"]
     test = [r for r in records if r["split"] == "test"]
     c_cons = np.array([self_consistency(r) for r in pool])
-    c_acc = np.array([sample_accuracy(r) for r in pool])
-    if cfg.head == "lora":
-        from elical.heads.lora import LoRAConfig, fit_lora_cal_only, fit_lora_eli_only, fit_lora_elical
-
-        X_pool = [r["prompt"] for r in pool]
-        X_test = [r["prompt"] for r in test]
-        lcfg = LoRAConfig(random_state=cfg.seed)
-        fit_eli = lambda X, y: fit_lora_eli_only(model, tok, X, y, config=lcfg, base_model=cfg.model)  # noqa: E731
-        fit_cal = lambda X, y: fit_lora_cal_only(model, tok, X, y, config=lcfg, base_model=cfg.model)  # noqa: E731
-        fit_stage2 = lambda eli, X, y: fit_lora_elical(eli, X, y)  # noqa: E731
-        take = lambda X, idx: [X[i] for i in idx]  # noqa: E731
+    y_labels = label_targets(pool, cfg.target)
+    inputs = HEADS[cfg.head].info.get("inputs", "features")
+    if inputs == "prompts":
+        X_pool, X_test = [r["prompt"] for r in pool], [r["prompt"] for r in test]
+        stages = HEADS.create(cfg.head, model=model, tokenizer=tok, base_model=cfg.model, random_state=cfg.seed)
     else:
-        from elical.heads.probe import fit_cal_only, fit_eli_only, fit_elical
-
         train = np.array([r["split"] == "train" for r in records])
         X_pool, X_test = feats[train], feats[~train]
-        params = dict(kind=cfg.head, random_state=cfg.seed)
-        fit_eli = lambda X, y: fit_eli_only(X, y, **params)  # noqa: E731
-        fit_cal = lambda X, y: fit_cal_only(X, y, **params)  # noqa: E731
-        fit_stage2 = lambda eli, X, y: fit_elical(eli, X, y, **params)  # noqa: E731
-        take = lambda X, idx: X[idx]  # noqa: E731
+        stages = HEADS.create(cfg.head, random_state=cfg.seed)
     preds = {}
 
-    def keep(name: str, directory: str, head) -> None:
-        head.save(run_dir / "heads" / directory)
+    def saved(directory: str, fingerprint: str):
+        path = run_dir / "heads" / directory
+        try:
+            if json.loads((path / "fingerprint.json").read_text(encoding="utf-8")).get("sha1") != fingerprint:
+                return None
+        except (OSError, ValueError):
+            return None
+        if inputs == "prompts":
+            from elical.heads.lora import LoRAHead
+
+            return LoRAHead.load(path, model=(model, tok))
+        from elical.heads.probe import ProbeHead
+
+        return ProbeHead.load(path)
+
+    def keep(name: str, directory: str, head, fingerprint: str) -> None:
+        path = run_dir / "heads" / directory
+        head.save(path)
         # what elical.heads.confidence.ConfidenceModel needs to rebuild the features of a new question
-        write_model_json(run_dir / "heads" / directory, cfg.model, layer=cfg.layer)
+        write_model_json(path, cfg.model, layer=cfg.layer)
+        write_json_atomic(path / "fingerprint.json", {"sha1": fingerprint, "target": cfg.target})
         preds[name] = head.predict(X_test)
 
-    eli = fit_eli(X_pool, c_cons)
-    keep("Eli-Only", "eli_only", eli)
+    ids = [r["id"] for r in pool]
+    fp = _head_fingerprint("Eli-Only", ids, c_cons, cfg)
+    eli = saved("eli_only", fp) or stages.eli_only(X_pool, c_cons)
+    keep("Eli-Only", "eli_only", eli, fp)
     label_sets = _label_sets(len(pool), cfg)
+    fingerprints, cache = {}, {}
     for k, idx in label_sets.items():
-        keep(f"Cal-Only({k})", f"cal_only_k{k}", fit_cal(take(X_pool, idx), c_acc[idx]))
-        keep(f"EliCal({k})", f"elical_k{k}", fit_stage2(eli, take(X_pool, idx), c_acc[idx]))
+        fps = [_head_fingerprint(m, [ids[i] for i in idx], y_labels[idx], cfg) for m in ("Cal-Only", "EliCal")]
+        fingerprints[k] = dict(zip(("Cal-Only", "EliCal"), fps))
+        heads = [saved(f"{d}_k{k}", f) for d, f in zip(("cal_only", "elical"), fps)]
+        if None not in heads:
+            cache[tuple(np.asarray(idx).tolist())] = tuple(heads)
+    for method, k, head in fit_budget(stages, X_pool, y_labels, label_sets, eli, include_all=False, cache=cache):
+        keep(f"{method}({k})", f"{method.lower().replace('-', '_')}_k{k}", head, fingerprints[k][method])
     if len(pool) not in label_sets:
-        keep(f"Cal-Only(all={len(pool)})", "cal_only_all", fit_cal(X_pool, c_acc))
-    return preds
+        fp = _head_fingerprint("Cal-Only", ids, y_labels, cfg)
+        keep(f"Cal-Only(all={len(pool)})", "cal_only_all",
+             saved("cal_only_all", fp) or stages.cal_only(X_pool, y_labels), fp)
+    return preds, eli.predict(X_pool)
 
 
 def _stage_evaluate(run_dir: Path, test_records: list[dict], confidences: dict[str, np.ndarray],
                     cfg: RunConfig) -> dict:
-    from elical.evaluation.metrics import evaluate_confidence
+    from elical.evaluation.scoring import score_methods, write_predictions
 
-    y = np.array([int(r["greedy_correctness"]) for r in test_records])
-    datasets = sorted({r["dataset"] for r in test_records})
-    groups = {"all": np.ones(len(y), bool)}
-    if len(datasets) > 1:
-        groups.update({d: np.array([r["dataset"] == d for r in test_records]) for d in datasets})
-    results = {}
-    for name, mask in groups.items():
-        results[name] = {m: evaluate_confidence(y[mask], c[mask], dev_fraction=cfg.dev_fraction, seed=cfg.seed,
-                                                n_resamples=cfg.n_bootstrap)
-                         for m, c in confidences.items()}
-    with open(run_dir / "predictions.jsonl.tmp", "w", encoding="utf-8") as fh:
-        for m, c in confidences.items():
-            for r, v in zip(test_records, c):
-                fh.write(json.dumps({"id": r["id"], "dataset": r["dataset"], "method": m, "confidence": float(v),
-                                     "greedy_correctness": int(r["greedy_correctness"])}) + "\n")
-    (run_dir / "predictions.jsonl.tmp").replace(run_dir / "predictions.jsonl")
+    results = score_methods(test_records, confidences, dev_fraction=cfg.dev_fraction, seed=cfg.seed,
+                            n_resamples=cfg.n_bootstrap)
+    write_predictions(run_dir / "predictions.jsonl", test_records, confidences)
     return results
 
 
@@ -208,28 +296,41 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     from elical.estimators.calibration import calibrated_baselines
     from elical.data.sources import load_questions, select_run_questions
     from elical.jobs.evaluate import model_estimates, record_estimates
-    from elical.generation.base import DecodingConfig, TransformersGenerator
+    from elical.generation.base import DecodingConfig, decoding_meta
     from elical.generation.models import load_model
 
+    from elical.jobs.checks import check_prompt_lengths, check_sizes
+
     t0 = time.time()
+    # every input check before the model is loaded and before anything is written
+    check_sizes(cfg.n_train, cfg.n_eval, cfg.k_values)
     questions = select_run_questions(load_questions(cfg.datasets, cfg.data_dir), cfg.n_train, cfg.n_eval,
-                                     cfg.seed)
-    run_dir = prepare_run_dir(run_dir, cfg, resume)
+                                     cfg.seed, extra_pool=cfg.pool_datasets or ())
+    options = _backend_options(cfg)
+    check_run_dir(run_dir, cfg, resume)
     timings = {}
     model, tok = load_model(cfg.model, device=cfg.device)
+    check_prompt_lengths(questions, tok, model, cfg.max_new_tokens)
+    run_dir = prepare_run_dir(run_dir, cfg, resume)
     decoding = DecodingConfig(n_samples=cfg.n_samples, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
-    annotator = Annotator.default(cfg.semantic_model, correctness=cfg.correctness_judge,
-                                  equivalence=cfg.equivalence_judge, model=model, tokenizer=tok)
-    meta = {"model": cfg.model, "seed": cfg.seed, "decoding": asdict(decoding), "judges": annotator.describe()}
+    generator = _make_generator(cfg, model, tok, decoding, options)
+    llm = "llm" in (cfg.correctness_judge, cfg.equivalence_judge)
+    annotator = Annotator.default(None if llm else cfg.semantic_model, correctness=cfg.correctness_judge,
+                                  equivalence=cfg.equivalence_judge, model=model, tokenizer=tok,
+                                  judge_model=cfg.semantic_model if llm else None, judge_base_url=cfg.judge_base_url,
+                                  judge_with_qa_model=cfg.judge_with_qa_model)
+    meta = {"model": cfg.model, "seed": cfg.seed, "decoding": decoding_meta(generator),
+            "judges": annotator.describe()}
     if cfg.build_dir:
-        from elical.jobs.build import reuse_build
+        from elical.jobs.reuse import reuse_build
 
         reuse_build(cfg.build_dir, questions, run_dir / "records" / "annotations.jsonl", meta=meta)
-    records = annotate(questions, TransformersGenerator(model, tok, decoding), annotator,
-                       run_dir / "records" / "annotations.jsonl", seed=cfg.seed, meta=meta, progress=progress)
+    fresh = {}  # the last prompt token's states from the decoder's prefill (transformers backend)
+    records = annotate(questions, generator, annotator, run_dir / "records" / "annotations.jsonl", seed=cfg.seed,
+                       meta=meta, progress=progress, hidden_layers=(cfg.layer,), hidden_states=fresh)
     timings["generate_and_judge_s"] = time.time() - t0
     t1 = time.time()
-    feats = _stage_features(run_dir, records, model, tok, cfg)
+    feats = _stage_features(run_dir, records, model, tok, cfg, fresh, progress)
     timings["hidden_states_s"] = time.time() - t1
     pool = [r for r in records if r["split"] == "train"]
     test_records = [r for r in records if r["split"] == "test"]
@@ -245,12 +346,18 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     timings["estimators_s"] = time.time() - t1
     t1 = time.time()
     training_free = list(confidences)
-    confidences.update(_stage_heads(run_dir, records, feats, cfg, model, tok))
+    head_preds, eli_pool = _stage_heads(run_dir, records, feats, cfg, model, tok)
+    confidences.update(head_preds)
     # Post-hoc calibrated baselines on the same k labels (greedy correctness of the k pool questions) as EliCal(k).
     pool_scores = record_estimates(pool, equivalent=annotator.semantic)
+    # The same k labels and the same target as Cal-Only(k) / EliCal(k).
+    from elical.heads.labeling import label_targets
+
+    # Eli-Only too: the elicited confidence mapped onto the k labels by a 1-D calibrator, EliCal's rival at tiny k.
+    pool_scores["Eli-Only"] = eli_pool
     confidences.update(calibrated_baselines(
-        pool_scores, {name: confidences[name] for name in pool_scores},
-        np.array([int(r["greedy_correctness"]) for r in pool]), _label_sets(len(pool), cfg)))
+        pool_scores, {name: confidences[name] for name in pool_scores}, label_targets(pool, cfg.target),
+        _label_sets(len(pool), cfg)))
     timings["heads_s"] = time.time() - t1
     from elical.evaluation.tables import format_table, headline_methods
 

@@ -21,13 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
+from elical.evaluation import METRICS as _METRICS
 from elical.records import InputError
 
 __all__ = ["register", "default_k_grid", "run_sweep", "write_sweep", "format_sweep_table", "json_safe",
            "METRICS", "BASELINES"]
 
 #: Metrics summarised over seeds (keys of evaluate_confidence; counts and intervals stay in the per-seed values).
-METRICS = ("auroc", "ece", "ece_quantile", "brier", "alignment", "threshold", "aurc", "acc@50", "acc@80")
+METRICS = (*_METRICS, "threshold")  # every registered metric, and Alignment's dev-chosen threshold
 _TARGETS = ("c_acc", "greedy")
 #: Training-free estimators scored beside the heads: those that read record fields only (no judge model to load).
 BASELINES = ("N-Prob", "Consis-Lex", "Consis-Sem")
@@ -153,7 +154,7 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
     InputError : missing or malformed run directory files. ValueError : bad arguments.
     """
     from elical.estimators.training_free import ESTIMATORS
-    from elical.heads.probe import fit_cal_only, fit_eli_only, fit_elical
+    from elical.heads.stages import fit_budget, probe_stages
     from elical.heads.labeling import DEFAULT_N_STRATA, SELECTIONS, label_order
     from elical.evaluation.metrics import evaluate_confidence
 
@@ -194,26 +195,24 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
         metrics = evaluate(conf)
         per[(name, None, 0)] = {s: metrics for s in seeds}
     orders: dict[str, dict[int, list[str]]] = {sel: {} for sel in selections}
-    params = {**(head_params or {}), "kind": head}
     for seed in seeds:
         ts = time.time()
-        eli = fit_eli_only(X_pool, c_cons, random_state=seed, **params)
+        stages = probe_stages(head, random_state=seed, **(head_params or {}))
+        eli = stages.eli_only(X_pool, c_cons)
         per.setdefault(("Eli-Only", None, 0), {})[seed] = evaluate(eli.predict(X_test))
         eli_pool = eli.predict(X_pool)  # stage-1 confidence on the pool: no label involved
-        fitted: dict[tuple, dict] = {}  # the same labelled set (as a set) -> the same heads, whatever the selection
+        cache: dict = {}  # the same labelled set (as a set) -> the same heads, whatever the selection
+        scored: dict = {}  # id(head) -> metrics
         for sel in selections:
             order = label_order(sel, n_pool, seed, eli_confidence=eli_pool, n_strata=n_strata)
             orders[sel][seed] = [pool[i]["id"] for i in order]
-            for k in ks:
-                idx = np.sort(order[:k])  # heads see the set, not the order: equal sets give equal heads
-                key = tuple(idx.tolist())
-                if key not in fitted:
-                    cal = fit_cal_only(X_pool[idx], y_k[idx], random_state=seed, **params)
-                    elical = fit_elical(eli, X_pool[idx], y_k[idx], random_state=seed, **params)
-                    fitted[key] = {"Cal-Only": evaluate(cal.predict(X_test)),
-                                   "EliCal": evaluate(elical.jobs.predict(X_test))}
-                for method, metrics in fitted[key].items():
-                    per.setdefault((method, sel, k), {})[seed] = metrics
+            # heads see the set, not the order: equal sets give equal heads
+            label_sets = {k: np.sort(order[:k]) for k in ks}
+            for method, k, fitted in fit_budget(stages, X_pool, y_k, label_sets, eli, include_all=False,
+                                                cache=cache):
+                if id(fitted) not in scored:
+                    scored[id(fitted)] = evaluate(fitted.predict(X_test))
+                per.setdefault((method, sel, k), {})[seed] = scored[id(fitted)]
         if progress:
             print(f"sweep: seed {seed} done in {time.time() - ts:.0f} s", file=sys.stderr, flush=True)
     rows = []

@@ -41,7 +41,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from elical.judges.core import _alias_list, _check_alias_pairs, _check_pairs, _PairJudge, normalize_answer
+from elical.judges.base import PairJudge, alias_list, check_alias_pairs, check_pairs
+from elical.judges.text import normalize_answer
 
 __all__ = ["EQUIVALENCE_PROMPT", "CORRECTNESS_PROMPT", "parse_yes_no", "LLMJudge", "TransformersCompletion",
            "OpenAICompletion"]
@@ -95,7 +96,7 @@ def _as_complete(backend) -> Callable[[list[str]], list[str]]:
                     f"TransformersGenerator; got {type(backend).__name__}")
 
 
-class LLMJudge(_PairJudge):
+class LLMJudge(PairJudge):
     """Equivalence (``mode="equivalence"``) or correctness (``mode="correctness"``) asked of a language model.
 
     Parameters
@@ -139,7 +140,7 @@ class LLMJudge(_PairJudge):
         q = question.strip() if question else None
         if self.mode == "equivalence":
             return _question_line(EQUIVALENCE_PROMPT, q).format(question=q, a=a.strip(), b=b.strip())
-        aliases = " | ".join(x.strip() for x in _alias_list(b) if normalize_answer(x))
+        aliases = " | ".join(x.strip() for x in alias_list(b) if normalize_answer(x))
         return _question_line(CORRECTNESS_PROMPT, q).format(question=q, aliases=aliases, response=a.strip())
 
     def _ask(self, prompts: list[str]) -> None:
@@ -167,9 +168,9 @@ class LLMJudge(_PairJudge):
     def judge_many(self, pairs, questions: Sequence[str | None] | None = None) -> np.ndarray:
         """Judge n pairs (see the class docstring), all prompts batched; ndarray of int 0/1, shape (n,)."""
         if self.mode == "equivalence":
-            _check_pairs(pairs, questions)
+            check_pairs(pairs, questions)
         else:
-            pairs = _check_alias_pairs(pairs, questions)
+            pairs = check_alias_pairs(pairs, questions)
         out = np.zeros(len(pairs), dtype=int)
         todo, prompts = [], []
         for i, (a, b) in enumerate(pairs):

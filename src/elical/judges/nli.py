@@ -16,7 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from elical.judges.core import _check_pairs, _PairJudge, normalize_answer
+from elical.judges.base import PairJudge, check_pairs
+from elical.judges.text import normalize_answer
 
 __all__ = ["NLIEquivalenceJudge", "entailment_index"]
 
@@ -45,7 +46,7 @@ def entailment_index(config, path: str | Path = "<model>") -> int:
     return found.pop()
 
 
-class NLIEquivalenceJudge(_PairJudge):
+class NLIEquivalenceJudge(PairJudge):
     """Equivalence of two answers by bidirectional entailment with a local NLI model.
 
     For a pair (a, b): ``premise -> hypothesis`` is scored in both directions, a -> b and b -> a. A direction
@@ -141,7 +142,7 @@ class NLIEquivalenceJudge(_PairJudge):
     def judge_many(self, pairs: Sequence[tuple[str, str]], questions: Sequence[str | None] | None = None) -> np.ndarray:
         """Judge n (a, b) pairs, all model calls batched. ``questions``: one (or None) per pair, used when
         ``question_aware``. Returns ndarray of int 0/1, shape (n,). Raises TypeError for a non-str answer."""
-        _check_pairs(pairs, questions)
+        check_pairs(pairs, questions)
         out = np.zeros(len(pairs), dtype=int)
         todo, texts = [], []
         for i, (a, b) in enumerate(pairs):

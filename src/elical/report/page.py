@@ -85,9 +85,9 @@ def aggregates(scopes: dict) -> dict:
     """HonestyBench aggregation of every method over the per-dataset scopes of ``results.json``.
 
     scopes : results["results"], {"all" | dataset: {method: metrics}}. Returns {group: {method: {metric: weighted
-    mean, "n", "datasets"}}} via :func:`elical.evaluation.metrics.aggregate` (weights = each dataset's n; groups from the
+    mean, "n", "datasets"}}} via :func:`elical.evaluation.aggregate.aggregate` (weights = each dataset's n; groups from the
     dataset names), or {} when the run has a single dataset."""
-    from elical.evaluation.metrics import aggregate
+    from elical.evaluation.aggregate import aggregate
 
     datasets = [d for d in scopes if d != "all"]
     if not datasets:

@@ -3,7 +3,7 @@ against the number k of labelled questions, per-dataset bars. Each function retu
 imported inside the functions so that importing this module (done by every ``elical`` call) stays light.
 
 Reliability diagrams follow Guo et al. (2017); the metric-vs-k view follows the EliCal paper's annotation-efficiency
-plots (Ni et al., arXiv 2510.17509, Sec. 5); the HonestyBench averages are :func:`elical.evaluation.metrics.aggregate`.
+plots (Ni et al., arXiv 2510.17509, Sec. 5); the HonestyBench averages are :func:`elical.evaluation.aggregate.aggregate`.
 """
 
 from __future__ import annotations
@@ -12,14 +12,16 @@ import io
 import math
 import re
 
+from elical.evaluation import METRICS as _REGISTRY
+from elical.evaluation import headline_metrics
+
 __all__ = ["METRICS", "GROUP_TITLES", "parse_method", "slug", "reliability_figures", "vs_k_selections",
            "metric_vs_k_figure", "headline_methods", "bar_figures"]
 
-# (key in an evaluate_confidence dict, column title); lower is better for ECE, Brier and AURC.
-METRICS = (("auroc", "AUROC"), ("ece", "ECE"), ("ece_quantile", "ECE (equal-mass)"), ("alignment", "Alignment"),
-           ("brier", "Brier"), ("aurc", "AURC"), ("acc@50", "Acc@50"), ("acc@80", "Acc@80"))
-VS_K_METRICS = ("auroc", "ece", "alignment", "brier", "aurc", "acc@80")
-BAR_METRICS = ("auroc", "ece", "alignment", "brier")
+# (key in an evaluate_confidence dict, column title), from the metric registry (elical.evaluation.METRICS)
+METRICS = tuple((name, _REGISTRY[name].info["title"]) for name in _REGISTRY)
+VS_K_METRICS = tuple(name for name in _REGISTRY if _REGISTRY[name].info["curve"])
+BAR_METRICS = tuple(headline_metrics())
 GROUP_TITLES = {"in_domain": "In-domain (avg)", "out_of_domain": "Out-of-domain (avg)", "unseen": "MMLU (unseen)",
                 "other": "Other (avg)"}
 _K_NAME = re.compile(r"^(?P<family>.+?)\((?P<all>all=)?(?P<k>\d+)\)$")

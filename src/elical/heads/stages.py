@@ -1,0 +1,168 @@
+"""The EliCal stages and the Cal-Only baseline for each head kind (Ni et al., arXiv 2510.17509, Sec. 3):
+stage 1 (elicitation, Eli-Only) on self-consistency, stage 2 (calibration, EliCal(k)) from the stage-1 head on k
+labelled questions, and Cal-Only(k) from scratch on the same k. Probe heads read frozen hidden states
+(:class:`elical.heads.probe.ProbeHead`); the LoRA head trains an adapter on the model itself
+(:class:`elical.heads.lora.LoRAHead`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Iterator
+
+import numpy as np
+
+from elical.heads.lora import LoRAHead
+from elical.heads.lora_config import LoRAConfig
+from elical.heads.probe import ProbeHead
+
+__all__ = ["fit_eli_only", "fit_elical", "fit_cal_only", "fit_lora_eli_only", "fit_lora_elical", "fit_lora_cal_only",
+           "HeadStages", "probe_stages", "lora_stages", "fit_budget"]
+
+
+def fit_eli_only(X_pool, self_consistency, *, random_state=0, **head_params) -> ProbeHead:
+    """EliCal stage 1, elicitation; alone it is the Eli-Only baseline (Ni et al., arXiv 2510.17509).
+
+    Fits a :class:`ProbeHead` on the unlabelled pool ``X_pool`` (ndarray of shape (n_pool, n_features)) with
+    target ``self_consistency`` (ndarray of shape (n_pool,), in [0, 1]: ``c_cons``, the share of sampled answers
+    that agree with the greedy answer). Early stopping uses a seeded held-out part of the pool and *its*
+    self-consistency; no correctness label is seen. ``head_params`` are :class:`ProbeHead` parameters.
+    Raises ValueError as :meth:`ProbeHead.fit`.
+    """
+    return ProbeHead(random_state=random_state, **head_params).fit(X_pool, self_consistency)
+
+
+def fit_elical(eli_head: ProbeHead, X_k, y_k, *, random_state=0, **head_params) -> ProbeHead:
+    """EliCal stage 2, calibration: continue from the stage-1 head on the k labelled questions (Ni et al.).
+
+    Returns a new head that starts from a copy of ``eli_head``'s weights and standardisation; ``eli_head`` is not
+    modified. Hyper-parameters default to ``eli_head``'s, overridden by ``head_params`` (``kind`` and
+    ``hidden_size`` must stay the same). Only the k questions are used: by default (``validation="cv"``)
+    k-fold cross-validation inside the k (leave-one-out for k < :data:`elical.heads.validation.MIN_SAMPLES_FOR_VALIDATION`)
+    picks the number of epochs (0 = keep the stage-1 weights), then the head trains on all k for that many, on the
+    folds' learning-rate schedule; ``validation="holdout"`` holds out a seeded ``validation_fraction`` of them
+    instead.
+
+    Parameters
+    ----------
+    eli_head : ProbeHead, fitted (stage 1)
+    X_k : ndarray of shape (k, n_features)
+    y_k : ndarray of shape (k,), values in [0, 1]
+        Sample accuracy ``c_acc`` (share of correct sampled answers) or greedy correctness (0/1).
+    random_state : int
+    **head_params : constructor parameters of :class:`ProbeHead`.
+
+    Raises
+    ------
+    ValueError
+        ``eli_head`` not fitted, architecture mismatch, or as :meth:`ProbeHead.fit`.
+    """
+    if not isinstance(eli_head, ProbeHead):
+        raise ValueError(f"eli_head must be a fitted ProbeHead, got {type(eli_head).__name__}")
+    params = {**eli_head.get_params(), "validation": "cv", **head_params, "random_state": random_state}
+    return ProbeHead(**params).fit(X_k, y_k, init=eli_head)
+
+
+def fit_cal_only(X_k, y_k, *, random_state=0, **head_params) -> ProbeHead:
+    """Cal-Only baseline: the same head trained from scratch on the k labelled questions (Ni et al., 2510.17509).
+
+    ``X_k``: ndarray of shape (k, n_features); ``y_k``: ndarray of shape (k,), in [0, 1]. Standardisation comes
+    from the k questions themselves; validation and early stopping as in :func:`fit_elical`. ``head_params`` are
+    :class:`ProbeHead` parameters. Raises ValueError as :meth:`ProbeHead.fit`.
+    """
+    return ProbeHead(**{"validation": "cv", **head_params, "random_state": random_state}).fit(X_k, y_k)
+
+
+def fit_lora_eli_only(model, tokenizer, prompts, self_consistency, *, config: LoRAConfig | None = None,
+                      base_model: str | None = None) -> LoRAHead:
+    """EliCal stage 1 (elicitation) with LoRA; alone, the Eli-Only baseline (Ni et al., arXiv 2510.17509).
+
+    ``prompts``: n pool prompts; ``self_consistency``: shape (n,), in [0, 1] (``c_cons``). Early stopping holds out
+    a seeded ``validation_fraction`` of the pool and uses *its* self-consistency: no correctness label is read.
+    """
+    return LoRAHead(model, tokenizer, config, base_model=base_model).fit(prompts, self_consistency)
+
+
+def fit_lora_elical(eli_head: LoRAHead, prompts_k, y_k, *, config: LoRAConfig | None = None,
+                    **overrides) -> LoRAHead:
+    """EliCal stage 2 (calibration): continue from the stage-1 adapter and head on the k labelled questions.
+
+    ``prompts_k``: k prompts; ``y_k``: shape (k,), in [0, 1] (sample accuracy ``c_acc``, or greedy correctness).
+    The config defaults to ``eli_head.config`` with ``overrides`` (e.g. ``freeze_lora=True`` to train the head
+    only, ``max_epochs``); rank, alpha and target modules stay stage 1's. Validation is a seeded held-out part of
+    the k questions (none below :data:`elical.heads.validation.MIN_SAMPLES_FOR_VALIDATION`); if no epoch beats the stage-1
+    weights on it, the stage-1 weights are kept. ``eli_head`` is not modified.
+    """
+    if not isinstance(eli_head, LoRAHead):
+        raise ValueError(f"eli_head must be a fitted LoRAHead, got {type(eli_head).__name__}")
+    cfg = replace(config if config is not None else eli_head.config, **overrides)
+    head = LoRAHead(eli_head.model, eli_head.tokenizer, cfg, base_model=eli_head.base_model)
+    return head.fit(prompts_k, y_k, init=eli_head)
+
+
+def fit_lora_cal_only(model, tokenizer, prompts_k, y_k, *, config: LoRAConfig | None = None,
+                      base_model: str | None = None) -> LoRAHead:
+    """Cal-Only baseline: the LoRA + linear head trained from scratch on the same k labelled questions
+    (Ni et al., arXiv 2510.17509). Validation inside the k questions as :func:`fit_lora_elical`."""
+    return LoRAHead(model, tokenizer, config, base_model=base_model).fit(prompts_k, y_k)
+
+
+@dataclass(frozen=True)
+class HeadStages:
+    """How one head kind trains its three methods. ``inputs``: ``"features"`` (X is an ndarray of shape
+    (n, hidden_size)) or ``"prompts"`` (X is a list of n prompt strings). ``eli_only(X, c_cons)``,
+    ``cal_only(X_k, y_k)`` and ``elical(eli_head, X_k, y_k)`` return fitted heads with ``predict(X)`` and
+    ``save(directory)``."""
+
+    inputs: str
+    eli_only: Callable
+    cal_only: Callable
+    elical: Callable
+
+    def take(self, X, idx):
+        """Rows ``idx`` of ``X`` (an ndarray or a list of prompts)."""
+        return X[idx] if self.inputs == "features" else [X[i] for i in idx]
+
+
+def probe_stages(kind: str = "linear", *, random_state: int = 0, **head_params) -> HeadStages:
+    """:class:`HeadStages` of a :class:`ProbeHead` of ``kind`` ("linear" or "mlp") on frozen hidden states."""
+    params = dict(kind=kind, random_state=random_state, **head_params)
+    return HeadStages("features", lambda X, y: fit_eli_only(X, y, **params),
+                      lambda X, y: fit_cal_only(X, y, **params), lambda eli, X, y: fit_elical(eli, X, y, **params))
+
+
+def lora_stages(*, model, tokenizer, base_model: str | None = None, random_state: int = 0,
+                config: LoRAConfig | None = None) -> HeadStages:
+    """:class:`HeadStages` of the paper's LoRA + linear head on ``model`` (prompts in, the adapter trained)."""
+    cfg = config if config is not None else LoRAConfig(random_state=random_state)
+    return HeadStages(
+        "prompts", lambda X, y: fit_lora_eli_only(model, tokenizer, X, y, config=cfg, base_model=base_model),
+        lambda X, y: fit_lora_cal_only(model, tokenizer, X, y, config=cfg, base_model=base_model),
+        lambda eli, X, y: fit_lora_elical(eli, X, y))
+
+
+def fit_budget(stages: HeadStages, X_pool, y_labels, label_sets: dict[int, np.ndarray], eli, *,
+               include_all: bool = True, cache: dict | None = None) -> Iterator[tuple[str, int, object]]:
+    """The annotation-budget loop: for each k, Cal-Only(k) and EliCal(k) on the same labelled questions.
+
+    X_pool : the pool's inputs (see :class:`HeadStages`); y_labels : ndarray of shape (n_pool,), the label target
+    of every pool question (only the labelled rows are read); label_sets : {k: sorted pool indices}, nested;
+    eli : the fitted stage-1 head. Yields ``(method, k, head)`` with method "Cal-Only" / "EliCal", then
+    ("Cal-Only", n_pool, head) on the whole pool when ``include_all`` and n_pool is not among the k. ``cache``
+    (a dict kept by the caller) reuses the heads of an equal labelled set (heads see the set, not the order).
+    """
+    n_pool = len(y_labels)
+    cache = {} if cache is None else cache
+    plan = list(label_sets.items())
+    if include_all and n_pool not in label_sets:
+        plan.append((n_pool, None))
+    for k, idx in plan:
+        if idx is None:
+            yield "Cal-Only", k, stages.cal_only(X_pool, y_labels)
+            continue
+        key = tuple(np.asarray(idx).tolist())
+        if key not in cache:
+            X_k, y_k = stages.take(X_pool, idx), y_labels[idx]
+            cache[key] = (stages.cal_only(X_k, y_k), stages.elical(eli, X_k, y_k))
+        cal, elical = cache[key]
+        yield "Cal-Only", k, cal
+        yield "EliCal", k, elical
