@@ -22,3 +22,13 @@ def smollm2():
     from elical.generation.models import load_model
 
     return load_model()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that loads the real model (the ``smollm2`` fixture, directly or through another fixture) is
+    marked ``slow``, so ``-m "not slow"`` gives a quick suite; the default command still runs them all, the
+    end-to-end runs with the real model included."""
+    real_model = {"smollm2", "run_dir", "swept", "reference"}  # fixtures that load the model or run it
+    for item in items:
+        if real_model & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -132,6 +132,7 @@ def test_out_of_domain_dataset_cannot_be_named_for_the_pool(tmp_path, capsys):
     assert rc == 2 and "'squad' is out-of-domain" in err and not out.exists()
 
 
+@pytest.mark.slow
 def test_quiet_silences_every_progress_bar(tmp_path, capfd):
     # a tiny real run (the model loads, generates, judges, extracts states, fits heads): nothing on stderr
     out = tmp_path / "out"

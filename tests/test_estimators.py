@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from scipy.stats import entropy
 
-from elical.estimators.training_free import (ESTIMATORS, EstimatorInputError, consis_lex, consis_sem, n_prob, prob,
+from elical.estimators import EstimatorContext, estimate, names_of_kind
+from elical.estimators.training_free import (EstimatorInputError, consis_lex, consis_sem, n_prob, prob,
                                se_discrete, se_weighted, semantic_clusters, semantic_clusters_many,
                                semantic_entropy)
 from elical.judges import normalize_answer
@@ -83,9 +84,8 @@ def test_every_consistency_estimator_gives_empty_greedy_zero(greedy):
     assert n_prob([r])[0] == 0.0 and prob([r])[0] == 0.0
     assert consis_sem([r])[0] == 0.0
     assert consis_lex([r])[0] == 0.0
-    for name, fn in ESTIMATORS.items():
-        kw = {"equivalent": same_normalized} if name.startswith("SE-") else {}
-        assert fn([r], **kw)[0] == 0.0, name
+    for name in names_of_kind("record", "semantic"):
+        assert estimate(name, [r], EstimatorContext(equivalent=same_normalized)).confidence[0] == 0.0, name
     # a real answer next to it is unaffected: 2 of 3 samples agree
     assert consis_sem([r, rec()]).tolist() == [0.0, pytest.approx(2 / 3)]
 
@@ -216,9 +216,10 @@ def test_semantic_entropy_bad_input_names_the_record():
 
 
 def test_registry_names_and_ranges():
-    assert list(ESTIMATORS) == ["Prob", "N-Prob", "Consis-Lex", "Consis-Sem", "SE-Discrete", "SE-Weighted"]
+    assert names_of_kind("record", "semantic") == ["Prob", "N-Prob", "Consis-Lex", "Consis-Sem", "SE-Discrete",
+                                                   "SE-Weighted"]
     records = [rec(rid=str(i), samples=s, slps=(-0.5, -3.0, -1.0)) for i, s in
                enumerate([("Rome", "Rome", "Rome"), ("Rome", "Oslo", "Bern"), ("", "Oslo", "oslo")])]
-    for name, fn in ESTIMATORS.items():
-        c = fn(records, same_normalized) if name.startswith("SE") else fn(records)
+    for name in names_of_kind("record", "semantic"):
+        c = estimate(name, records, EstimatorContext(equivalent=same_normalized)).confidence
         assert c.shape == (3,) and ((c >= 0) & (c <= 1)).all(), name

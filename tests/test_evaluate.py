@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 
 from elical.cli import main
-from elical.estimators.training_free import ESTIMATORS, n_prob, prob, se_discrete
+from elical.estimators import names_of_kind
+from elical.estimators.training_free import n_prob, prob, se_discrete
+
+ESTIMATORS = names_of_kind("record", "semantic")
 from elical.evaluation.metrics import auroc, evaluate_confidence
 
 CONFIG = {"preset": "smoke", "model": "smollm2-135m-instruct", "datasets": ["facts"], "seed": 3, "device": "cpu",
@@ -88,7 +91,7 @@ def test_evaluate_adds_every_estimator_and_keeps_trained_methods(tmp_path, capsy
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["estimators"]["SE-Weighted"]["judge"] == "exact"
     assert res["estimators"]["SE-Weighted"]["length_normalized"] is False
-    assert res["estimators"]["SE-Discrete"]["judge"] == "embedding"  # from the first call, kept
+    assert res["estimators"]["SE-Discrete"]["judge"] == "span"  # from the first call, kept
 
 
 def test_records_without_logprobs(tmp_path, capsys):

@@ -270,8 +270,8 @@ def test_dataset_group_matches_the_paper_and_the_released_folder_names():
     paper = {"nq": "in_domain", "tq": "in_domain", "triviaqa": "in_domain", "hq": "in_domain",
              "2wikimultihopqa": "in_domain", "pararel_patterns": "in_domain", "squad": "out_of_domain",
              "web_questions": "out_of_domain", "complex_web_questions": "out_of_domain", "musique": "out_of_domain",
-             "popqa": "out_of_domain", "mmlu": "unseen", "mmlu_test": "unseen", "facts": "other", "NQ": "in_domain",
-             "TQ": "in_domain"}
+             "popqa": "out_of_domain", "mmlu": "unseen", "mmlu_test": "unseen", "NQ": "in_domain",
+             "TQ": "in_domain", "my_own_set": None}
     assert {d: group_of(d) for d in paper} == paper
 
 

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from elical.estimators.training_free import EstimatorInputError
-from elical.estimators.model_based import (MODEL_ESTIMATORS, P_TRUE_PREFIX, UNPARSEABLE_CONFIDENCE, p_true,
+from elical.estimators import EstimatorContext, estimate, names_of_kind
+from elical.estimators.model_based import (P_TRUE_PREFIX, UNPARSEABLE_CONFIDENCE, p_true,
                                      p_true_prompt, parse_confidence, select_examples, verbal, verbal_k,
                                      verbal_prompt)
 
@@ -102,11 +103,14 @@ def test_verbal_greedy_matches_transformers_generate(smollm2):
 def test_model_registry_uniform_call(smollm2):
     model, tok = smollm2
     records, pool = eval_records()[:2], pool_records()
-    assert list(MODEL_ESTIMATORS) == ["Verbal-0", "Verbal-k", "P(True)"]
-    for name, fn in MODEL_ESTIMATORS.items():
-        est = fn(model, tok, records, train_records=pool, k=2, seed=0, batch_size=2)
+    assert names_of_kind("model") == ["Verbal-0", "Verbal-k", "P(True)"]
+    ctx = EstimatorContext(model=model, tokenizer=tok, train_records=pool, k=2, seed=0, batch_size=2)
+    for name in names_of_kind("model"):
+        est = estimate(name, records, ctx)
         assert est.confidence.shape == (2,) and ((est.confidence >= 0) & (est.confidence <= 1)).all()
-        assert est.info()["n"] == 2
+        assert est.info["n"] == 2 and est.info["kind"] == "model"
+    with pytest.raises(ValueError, match="queries the model"):
+        estimate("P(True)", records)
     est = verbal_k(model, tok, records, train_records=pool, k=2, seed=0)
     assert est.meta["example_ids"] == [c[2] for c in select_examples(pool, 2, 0)]
     with pytest.raises(EstimatorInputError, match="question"):

@@ -113,7 +113,7 @@ def test_evaluation_labels_are_never_used_for_selection_or_training(run_dir, swe
             r["sampling_correctness"] = [1 - v for v in r["sampling_correctness"]]
         lines.append(json.dumps(r))
     path.write_text("\n".join(lines) + "\n")
-    other = run_sweep(flipped, k_values=[4, 12, "all"], seeds=(0, 1), selections=("random", "stratified"))
+    other = run_sweep(flipped, k_values=[4, 8, 12, "all"], seeds=(0, 1), selections=("random", "stratified"))
     assert other["label_orders"] == swept["label_orders"]
     for r in swept["results"]:
         o = _row(other, r["method"], r["selection"], r["k"])

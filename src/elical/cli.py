@@ -17,7 +17,7 @@ __all__ = ["main"]
 # Each of these modules defines ``register(subparsers)``, which adds its subcommand with
 # ``set_defaults(handler=...)``; the handler takes the parsed args and returns an exit code. Keep their top-level
 # imports light: every ``elical`` call imports them.
-_SUBCOMMAND_MODULES: tuple[str, ...] = ("jobs.build", "jobs.merge", "jobs.evaluate", "report.page", "jobs.sweep", "jobs.predict",
+_SUBCOMMAND_MODULES: tuple[str, ...] = ("jobs.build", "jobs.merge", "jobs.judge", "jobs.evaluate", "report.page", "jobs.sweep", "jobs.predict",
                                          "generation.serve")
 
 

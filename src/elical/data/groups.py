@@ -24,10 +24,18 @@ UNSEEN: tuple[str, ...] = ("mmlu",)
 GROUPS: dict[str, tuple[str, ...]] = {"in_domain": IN_DOMAIN, "out_of_domain": OUT_OF_DOMAIN, "unseen": UNSEEN}
 
 
+_ALIASES = {"triviaqa": "tq"}  # long names of the released folder names
+
+
 def group_of(name: str) -> str | None:
-    """``"in_domain"``, ``"out_of_domain"``, ``"unseen"``, or None for a dataset in no group."""
+    """``"in_domain"``, ``"out_of_domain"``, ``"unseen"``, or None for a dataset in no group. Case-insensitive;
+    ``triviaqa`` is ``tq``, and any name starting with ``mmlu`` (``mmlu_test``) is the unseen task."""
+    key = str(name).strip().lower()
+    key = _ALIASES.get(key, key)
+    if key.startswith("mmlu"):
+        return "unseen"
     for group, names in GROUPS.items():
-        if name in names:
+        if key in names:
             return group
     return None
 

@@ -1,6 +1,6 @@
 """Training-free confidence estimators that query the language model itself: Verbal-0, Verbal-k and P(True).
 
-All three share one call signature (registry :data:`MODEL_ESTIMATORS`)::
+All three share one call signature (registered in :data:`elical.estimators.ESTIMATORS`, kind "model")::
 
     fn(model, tokenizer, records, *, train_records=(), k=8, seed=0, batch_size=16, progress=False)
         -> ModelEstimate   # .confidence: ndarray of shape (len(records),) in [0, 1]
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -44,7 +44,7 @@ __all__ = [
     "VERBAL_INSTRUCTION", "VERBAL_EXAMPLES", "VERBAL_EXAMPLE", "VERBAL_PREFIX", "P_TRUE_TEMPLATE", "P_TRUE_PREFIX",
     "UNPARSEABLE_CONFIDENCE",
     "ModelEstimate", "parse_confidence", "verbal_prompt", "select_examples", "verbal", "verbal_0", "verbal_k",
-    "p_true_prompt", "p_true", "MODEL_ESTIMATORS",
+    "p_true_prompt", "p_true",
 ]  # fmt: skip
 
 VERBAL_INSTRUCTION = (
@@ -272,10 +272,3 @@ def p_true(model, tokenizer, records: Sequence[dict], *, batch_size: int = 16, p
         conf[todo[part]] = torch.softmax(pair, dim=-1)[:, 0].cpu().numpy()
     return ModelEstimate(np.clip(conf, 0.0, 1.0), 0, [], {"estimator": "P(True)"})
 
-
-MODEL_ESTIMATORS: dict[str, Callable[..., ModelEstimate]] = {
-    "Verbal-0": verbal_0,
-    "Verbal-k": verbal_k,
-    "P(True)": p_true,
-}
-"""Model-based estimators by name; uniform call, see the module docstring."""

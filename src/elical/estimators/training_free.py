@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from elical.records import greedy_text
 
 __all__ = [
     "EstimatorInputError", "prob", "n_prob", "consis_lex", "consis_sem", "semantic_clusters",
-    "semantic_clusters_many", "semantic_entropy", "se_discrete", "se_weighted", "ESTIMATORS",
+    "semantic_clusters_many", "semantic_entropy", "se_discrete", "se_weighted",
 ]  # fmt: skip
 
 
@@ -338,14 +338,3 @@ def se_weighted(records: Sequence[dict], equivalent=None, length_normalized: boo
     by many nats and one sample takes all the mass)."""
     return _se_confidence(records, True, equivalent, length_normalized)
 
-
-ESTIMATORS: dict[str, Callable[[Sequence[dict]], np.ndarray]] = {
-    "Prob": prob,
-    "N-Prob": n_prob,
-    "Consis-Lex": consis_lex,
-    "Consis-Sem": consis_sem,
-    "SE-Discrete": se_discrete,
-    "SE-Weighted": se_weighted,
-}
-"""Record-based estimators by name; each ``fn(records) -> ndarray of shape (n,)`` in [0, 1]. The SE estimators
-also take ``equivalent=`` (the run's semantic judge)."""

@@ -17,7 +17,7 @@ def aggregate(per_dataset: dict, sizes: dict, groups: dict | None = None) -> dic
     """HonestyBench aggregation: per group, the mean of each metric over its datasets weighted by test size.
 
     per_dataset : {dataset: {metric: value}} (e.g. :func:`evaluate_confidence` outputs). sizes : {dataset: test
-    size > 0}. groups : {dataset: "in_domain" | "out_of_domain" | "unseen" | ...}; None uses :func:`elical.data.groups.group_of`.
+    size > 0}. groups : {dataset: "in_domain" | "out_of_domain" | "unseen" | ...}; None uses :func:`elical.data.groups.group_of` ("other" for a dataset in no group).
     The unseen task (MMLU) is its own group, so it is reported alone. Averaged: the numeric metrics present in
     every dataset of the group, except counts and per-dataset choices ("n", "n_dev", "n_test", "threshold",
     "ci"); a nan in any dataset makes the group's value nan. Datasets named in ``groups`` but absent from
@@ -33,7 +33,7 @@ def aggregate(per_dataset: dict, sizes: dict, groups: dict | None = None) -> dic
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0:
             raise ValueError(f"sizes[{name!r}] must be a positive integer, got {size!r}")
         if groups is None:
-            group = group_of(name)
+            group = group_of(name) or "other"
         elif name in groups:
             group = groups[name]
         else:

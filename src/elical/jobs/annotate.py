@@ -17,7 +17,7 @@ import numpy as np
 from elical.generation.base import Generation, build_prompt, decoding_meta
 from elical.records import open_append, read_records
 
-__all__ = ["Annotator", "make_record"]
+__all__ = ["Annotator", "judge_answers", "make_record", "annotate"]
 
 
 class Annotator:
@@ -119,18 +119,26 @@ def _mmlu_judgements(question: dict, greedy: str, samples: list[str]) -> tuple[i
             [int(pick is not None and mmlu_choice(s, choices) == pick) for s in samples])
 
 
+def judge_answers(question: dict, greedy: str, samples: list[str], annotator: Annotator) -> dict:
+    """The judged fields of a record: ``greedy_correctness`` (0/1), ``sampling_correctness``,
+    ``consistency_judgement`` (N x 0/1) and ``consistency_rougeL`` (N floats). ``question``: a question or record
+    (``question``, ``answer``; MMLU also ``choices``, ``answer_index``). Judges always receive the question."""
+    aliases, q = question["answer"], question["question"]
+    if "choices" in question and "answer_index" in question:  # MMLU: judged by the lettered choice named
+        greedy_ok, sample_ok, consistent = _mmlu_judgements(question, greedy, samples)
+    else:
+        greedy_ok = int(annotator.correctness([greedy], aliases, question=q)[0])
+        sample_ok = [int(v) for v in annotator.correctness(samples, aliases, question=q)] if samples else []
+        consistent = [int(v) for v in annotator.semantic.judge(greedy, samples, question=q)] if samples else []
+    rouge = [round(float(v), 6) for v in annotator.lexical(greedy, samples)] if samples else []
+    return {"greedy_correctness": greedy_ok, "sampling_correctness": sample_ok, "consistency_judgement": consistent,
+            "consistency_rougeL": rouge}
+
+
 def make_record(question: dict, prompt: str, gen: Generation, annotator: Annotator, meta: dict) -> dict:
     """One record in the HonestyBench schema (see :mod:`elical.records`) from a question and its generation."""
-    aliases, q = question["answer"], question["question"]
-    samples = gen.sampling_response
-    if "choices" in question and "answer_index" in question:  # MMLU: judged by the lettered choice named
-        greedy_ok, sample_ok, consistent = _mmlu_judgements(question, gen.greedy_response, samples)
-    else:  # judges always receive the question
-        greedy_ok = int(annotator.correctness([gen.greedy_response], aliases, question=q)[0])
-        sample_ok = [int(v) for v in annotator.correctness(samples, aliases, question=q)] if samples else []
-        consistent = [int(v) for v in annotator.semantic.judge(gen.greedy_response, samples, question=q)] \
-            if samples else []
-    rouge = [round(float(v), 6) for v in annotator.lexical(gen.greedy_response, samples)] if samples else []
+    aliases, samples = question["answer"], gen.sampling_response
+    judged = judge_answers(question, gen.greedy_response, samples, annotator)
     g = {f.name: getattr(gen, f.name) for f in fields(gen) if f.name != "hidden_states"}
     record = {
         "id": question["id"], "dataset": question["dataset"], "split": question.get("split", "test"),
@@ -140,13 +148,13 @@ def make_record(question: dict, prompt: str, gen: Generation, annotator: Annotat
         # None when a backend returns an answer without log-probs (0.0 would read as probability 1)
         "greedy_cumulative_logprobs": (round(float(np.sum(g["greedy_logprobs"])), 6)
                                        if g["greedy_logprobs"] or not g["greedy_response"] else None),
-        "greedy_correctness": greedy_ok,
+        "greedy_correctness": judged["greedy_correctness"],
         "sampling_response": samples,
         "sampling_cumulative_logprobs": [round(x, 6) for x in g["sampling_cumulative_logprobs"]],
         "sampling_num_tokens": g["sampling_num_tokens"],
-        "sampling_correctness": sample_ok,
-        "consistency_judgement": consistent,
-        "consistency_rougeL": rouge,
+        "sampling_correctness": judged["sampling_correctness"],
+        "consistency_judgement": judged["consistency_judgement"],
+        "consistency_rougeL": judged["consistency_rougeL"],
         "meta": meta,
     }
     # MMLU questions carry their choices (elical.data.mmlu); the released schema has no place for them otherwise.

@@ -132,7 +132,8 @@ def plan_units(cfg: BuildConfig, log=print) -> list[Unit]:
 def shard_part(questions: Sequence[dict], batch_size: int, shard: tuple[int, int] | None) -> list[dict]:
     """The questions of shard ``(i, n)``: batches ``i-1, i-1+n, i-1+2n, ...`` of the list cut every
     ``batch_size`` questions. Every batch is whole, so :func:`elical.jobs.annotate` on the part cuts the same
-    batches (and derives the same sampling seeds) as on the full list."""
+    batches as on the full list (the answers would be the same in any batches; the same batches keep even the
+    float rounding of the log-probs, so merged shards equal an unsharded build byte for byte)."""
     if shard is None:
         return list(questions)
     i, n = shard

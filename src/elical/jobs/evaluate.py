@@ -1,9 +1,9 @@
 """``elical evaluate RUN_DIR``: every training-free confidence estimator beside the trained methods of a run.
 
 Reads ``RUN_DIR/config.json`` and ``RUN_DIR/records/annotations.jsonl``; computes the record-based estimators
-(:data:`elical.estimators.training_free.ESTIMATORS`: Prob, N-Prob, Consis-Lex, Consis-Sem, SE-Discrete, SE-Weighted) on the
+(:data:`elical.estimators.ESTIMATORS`: Prob, N-Prob, Consis-Lex, Consis-Sem, SE-Discrete, SE-Weighted) on the
 evaluation records (``split == "test"``) and, with ``--model-estimators``, the model-based ones
-(:data:`elical.estimators.model_based.MODEL_ESTIMATORS`: Verbal-0, Verbal-k, P(True); the run's model is loaded from
+(the "model" kind of the same registry: Verbal-0, Verbal-k, P(True); the run's model is loaded from
 ``config.json``, Verbal-k takes its examples from the run's training pool). The trained methods already in
 ``RUN_DIR/predictions.jsonl`` (Eli-Only, Cal-Only(k), EliCal(k), ...) are kept as they are, and every method is
 scored with :func:`elical.evaluation.metrics.evaluate_confidence` (the run's seed, dev fraction and bootstrap size).
@@ -22,7 +22,6 @@ records from a backend without log-probs) is skipped with a warning that names t
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import sys
@@ -35,7 +34,6 @@ from elical.records import InputError, read_records, write_json_atomic
 
 __all__ = ["register", "evaluate_run", "record_estimates", "model_estimates"]
 
-_SE_NAMES = ("SE-Discrete", "SE-Weighted")
 
 
 def register(subparsers) -> None:
@@ -97,33 +95,26 @@ def _warn(message: str) -> None:
 
 
 def record_estimates(records: list[dict], names=None, equivalent=None) -> dict[str, np.ndarray]:
-    """Confidence of each record-based estimator: {name: ndarray of shape (n,)} in registry order.
+    """Confidence of each estimator that reads the records only: {name: ndarray of shape (n,)} in registry order.
 
-    names : estimator names (default: all of :data:`elical.estimators.training_free.ESTIMATORS`). equivalent : the semantic
-    judge for SE-Discrete / SE-Weighted (default :class:`elical.judges.semantic.SemanticEquivalenceJudge`).
+    names : estimator names (default: every "record" and "semantic" estimator of :data:`elical.estimators.ESTIMATORS`).
+    equivalent : the equivalence judge semantic entropy clusters with (default: the default judge).
     Raises :class:`elical.estimators.training_free.EstimatorInputError` for a record an estimator cannot score."""
-    from elical.estimators.training_free import ESTIMATORS
+    from elical.estimators import EstimatorContext, estimate, names_of_kind
 
-    out = {}
-    for name in names or list(ESTIMATORS):
-        fn = ESTIMATORS[name]
-        kw = {"equivalent": equivalent} if equivalent is not None and "equivalent" in inspect.signature(fn).parameters \
-            else {}
-        out[name] = fn(records, **kw)
-    return out
+    ctx = EstimatorContext(equivalent=equivalent)
+    return {name: estimate(name, records, ctx).confidence for name in names or names_of_kind("record", "semantic")}
 
 
 def model_estimates(model, tokenizer, records: list[dict], train_records: list[dict], names=None, *, k: int = 8,
                     seed: int = 0, batch_size: int = 16, progress: bool = False) -> dict:
-    """Run model-based estimators: {name: :class:`elical.estimators.model_based.ModelEstimate`}.
+    """Run the model-based estimators: {name: :class:`elical.estimators.Estimate`} (default: every "model"
+    estimator). ``train_records`` (the training pool) feed Verbal-k's k examples (``seed`` picks them)."""
+    from elical.estimators import EstimatorContext, estimate, names_of_kind
 
-    names : default all of :data:`elical.estimators.model_based.MODEL_ESTIMATORS`. ``train_records`` (the training pool)
-    feed Verbal-k's k examples (``seed`` picks them as the pipeline picks the k labelled questions)."""
-    from elical.estimators.model_based import MODEL_ESTIMATORS
-
-    return {name: MODEL_ESTIMATORS[name](model, tokenizer, records, train_records=train_records, k=k, seed=seed,
-                                         batch_size=batch_size, progress=progress)
-            for name in names or list(MODEL_ESTIMATORS)}
+    ctx = EstimatorContext(model=model, tokenizer=tokenizer, train_records=train_records, k=k, seed=seed,
+                           batch_size=batch_size, progress=progress)
+    return {name: estimate(name, records, ctx) for name in names or names_of_kind("model")}
 
 
 def _load_run(run_dir: Path):
@@ -192,19 +183,18 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
     ``semantic_model`` by default); se_length_normalized : see :func:`elical.estimators.training_free.se_weighted`. Returns the
     updated results.json dict.
     Raises InputError (nothing written) for bad input; see the module docstring."""
-    from elical.estimators.training_free import ESTIMATORS
-    from elical.estimators.model_based import MODEL_ESTIMATORS
+    from elical.estimators import ESTIMATORS, EstimatorContext, estimate, names_of_kind
 
     t0 = time.time()
     run_dir = Path(run_dir)
     cfg, rec_path, test, pool, line_of = _load_run(run_dir)
     strict = names is not None
     if names is None:
-        names = list(ESTIMATORS) + (list(MODEL_ESTIMATORS) if model_estimators else [])
-    unknown = [n for n in names if n not in ESTIMATORS and n not in MODEL_ESTIMATORS]
+        names = names_of_kind("record", "semantic") + (names_of_kind("model") if model_estimators else [])
+    unknown = [n for n in names if n not in ESTIMATORS]
     if unknown:
         raise InputError("--estimators", None, "--estimators", f"unknown estimator(s) {', '.join(unknown)}; choose "
-                         f"from {', '.join(list(ESTIMATORS) + list(MODEL_ESTIMATORS))}")
+                         f"from {', '.join(ESTIMATORS)}")
     pred_path = run_dir / "predictions.jsonl"
     old_preds = read_records(pred_path)
     res_path = run_dir / "results.json"
@@ -217,18 +207,21 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
     conf: dict[str, np.ndarray] = {}
     info: dict[str, dict] = {}
     timings: dict[str, float] = {}
-    judge = None
-    for name in [n for n in names if n in ESTIMATORS]:
-        if name in _SE_NAMES and judge is None:
-            judge = _se_judge(se_judge, se_judge_model, cfg)
+    ctx = EstimatorContext(se_length_normalized=se_length_normalized, train_records=pool, k=k,
+                           seed=int(cfg.get("seed", 0)), batch_size=batch_size or int(cfg.get("batch_size", 16)),
+                           progress=progress)
+    for name in names:
+        kind = ESTIMATORS[name].info["kind"]
+        if kind == "semantic" and ctx.equivalent is None:
+            ctx.equivalent = _se_judge(se_judge, se_judge_model, cfg)
+        if kind == "model" and ctx.model is None:
+            from elical.generation.models import load_model
+
+            ctx.model, ctx.tokenizer = load_model(cfg.get("model", "smollm2-135m-instruct"),
+                                                  device=device or cfg.get("device", "cpu"))
         t1 = time.time()
         try:
-            if name == "SE-Weighted" and se_length_normalized:
-                from elical.estimators.training_free import se_weighted
-
-                conf[name] = se_weighted(records, judge, length_normalized=True)
-            else:
-                conf[name] = record_estimates(records, [name], judge)[name]
+            est = estimate(name, records, ctx)
         except ValueError as exc:
             err = _as_input_error(exc, rec_path, line_of, name)
             if strict:
@@ -237,30 +230,11 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
             info[name] = {"skipped": str(err)}
             continue
         timings[name] = time.time() - t1
-        info[name] = {"kind": "record", **({"judge": se_judge} if name in _SE_NAMES else {}),
+        conf[name] = est.confidence
+        info[name] = {**est.info, **({"judge": se_judge} if kind == "semantic" else {}),
                       **({"length_normalized": se_length_normalized} if name == "SE-Weighted" else {})}
-    wanted = [n for n in names if n in MODEL_ESTIMATORS]
-    if wanted:
-        from elical.generation.models import load_model
-
-        model, tok = load_model(cfg.get("model", "smollm2-135m-instruct"), device=device or cfg.get("device", "cpu"))
-        for name in wanted:
-            t1 = time.time()
-            try:
-                est = model_estimates(model, tok, records, pool, [name], k=k, seed=int(cfg.get("seed", 0)),
-                                      batch_size=batch_size or int(cfg.get("batch_size", 16)), progress=progress)[name]
-            except ValueError as exc:
-                err = _as_input_error(exc, rec_path, line_of, name)
-                if strict:
-                    raise err from None
-                _warn(f"skipped {name}: {err}")
-                info[name] = {"skipped": str(err)}
-                continue
-            timings[name] = time.time() - t1
-            conf[name] = est.confidence
-            info[name] = {"kind": "model", **est.info()}
-            if est.n_unparseable:
-                _warn(f"{name}: {est.n_unparseable} of {len(records)} outputs held no number; they got 0.5")
+        if est.info.get("n_unparseable"):
+            _warn(f"{name}: {est.info['n_unparseable']} of {len(records)} outputs held no number; they got 0.5")
 
     # Recomputed estimators first (registry order), then every other method already in predictions.jsonl; every
     # method is aligned by record id to the evaluation records before scoring.

@@ -58,7 +58,7 @@ def _merge_job(u: Unit, root: Path):
         return None
     if not shards or target.exists():
         raise InputError(target, None, None, "exists but is incomplete while shard files are present: remove one "
-                         "or the other" if shards else f"incomplete and no shard files: run `elical build` first")
+                         "or the other" if shards else "incomplete and no shard files: run `elical build` first")
     ns = {int(_SHARD_RE.match(p.name)["n"]) for p in shards}
     if len(ns) != 1:
         raise InputError(target.parent, None, "--shard", f"shard files of different n: {sorted(ns)}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from elical.records import InputError, read_records, write_json_atomic
+from elical.records import InputError, write_json_atomic
 
 __all__ = ["RunConfig", "PRESETS", "check_run_dir", "prepare_run_dir", "run"]
 
@@ -342,7 +342,7 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
         estimates = model_estimates(model, tok, test_records, pool, k=8, seed=cfg.seed, batch_size=cfg.batch_size,
                                     progress=progress)
         confidences.update({name: e.confidence for name, e in estimates.items()})
-        estimator_info = {name: e.info() for name, e in estimates.items()}
+        estimator_info = {name: e.info for name, e in estimates.items()}
     timings["estimators_s"] = time.time() - t1
     t1 = time.time()
     training_free = list(confidences)

@@ -153,7 +153,7 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
     ------
     InputError : missing or malformed run directory files. ValueError : bad arguments.
     """
-    from elical.estimators.training_free import ESTIMATORS
+    from elical.estimators import estimate
     from elical.heads.stages import fit_budget, probe_stages
     from elical.heads.labeling import DEFAULT_N_STRATA, SELECTIONS, label_order
     from elical.evaluation.metrics import evaluate_confidence
@@ -188,7 +188,7 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
     per: dict[tuple, dict] = {}  # (method, selection, k) -> {seed: metrics}
     for name in BASELINES:
         try:
-            conf = ESTIMATORS[name](test)
+            conf = estimate(name, test).confidence
         except ValueError as exc:  # EstimatorInputError names the record and the field
             raise InputError(run_dir / "records" / "annotations.jsonl", None, getattr(exc, "field", None),
                              str(exc)) from None

@@ -32,6 +32,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from elical.judges.base import CorrectnessBase, PairJudge, check_alias_pairs, check_pairs, question_at
 from elical.judges.choices import choices_named, mmlu_choice
 from elical.judges.rules import _code_in, is_code
+from elical.judges.slots import ends_with_place, slot_correct, slot_equivalent
 from elical.judges.text import find_spans, fold, normalize_answer, numbers_in, strip_numbers, tokens
 
 __all__ = ["Span", "answer_span", "SpanEquivalenceJudge", "SpanCorrectnessJudge", "span_equivalent", "span_correct",
@@ -140,12 +141,34 @@ def _is_non_answer(text: str) -> bool:
     return _NON_ANSWER.search(fold(text).replace("’", "'")) is not None
 
 
+_CUT_WORDS = 12  # a text of this many words that ends without punctuation was cut off by the token limit
+
+
+def uncut(text: str) -> str:
+    """``text`` without its last word, and marked "…", when it was cut off mid-sentence (no final punctuation,
+    >= 12 words) and that word may be a fragment ("... was the 1994 World", "... in Cycl", "... was the A-",
+    "... January 2"). Kept: a word before a comma, a number of 3 digits or more, a symbol ("N", "Fe"), the end
+    of a place name ("... in the state of California")."""
+    words = text.split()
+    if len(words) < _CUT_WORDS or re.search(r"[.!?\"'’”)\]…]\s*$", text):
+        return text
+    last = words[-1]
+    if last.endswith("-"):
+        last = last.rstrip("-")
+        keep = bool(re.fullmatch(r"[0-9][0-9-]*", last))  # "2022-12-": the digits are whole
+        words[-1] = last
+    else:
+        keep = bool(re.search(r"[,;:]$|^[0-9]{3,}$|^[A-Z][a-z]?$", last)) or ends_with_place(text)
+    return " ".join(words if keep else words[:-1]) + "…"
+
+
 def answer_span(text: str, question: str | None = None, keep_stop_words: bool = False) -> Span:
     """The answer span of ``text`` for ``question``: its tokens minus the question's words (the alternatives a
     choice question offers excepted), minus stop words and answer-frame words (unless ``keep_stop_words``), and
     its numbers (values, `numbers_in`) minus the question's. A refusal ("I don't know", "not sure") is empty."""
     if _is_non_answer(text):
         return Span((), frozenset())
+    text = uncut(text)
     terms = _question_terms(question)
     drop = terms.drop if keep_stop_words else terms.drop | _FRAME
     toks = _delete_phrases(normalize_answer(strip_numbers(_POSSESSIVE.sub("", text))).split(), terms.names)
@@ -219,6 +242,10 @@ def span_equivalent(a: str, b: str, question: str | None = None, fuzzy_cut: floa
     if choices:
         ca, cb = mmlu_choice(a, choices), mmlu_choice(b, choices)
         return int(ca is not None and ca == cb)
+    a, b = uncut(a), uncut(b)
+    slot = slot_equivalent(a, b, question)
+    if slot is not None:
+        return slot
     sa, sb = answer_span(a, question), answer_span(b, question)
     if sa.empty or sb.empty:
         return 0
@@ -254,6 +281,10 @@ def span_correct(response: str, alias: str, question: str | None = None, fuzzy_c
     response's span (contiguous tokens), then fuzzy spelling of a one-name alias."""
     if not normalize_answer(alias) or not normalize_answer(response) or _is_non_answer(response):
         return False
+    response = uncut(response)
+    slot = slot_correct(response, alias, question)
+    if slot is not None:
+        return slot
     if is_code(alias) and not numbers_in(alias):
         return _code_in(response, alias) and not _code_in(question or "", alias)
     sr = answer_span(response, question)

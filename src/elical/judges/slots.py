@@ -1,0 +1,264 @@
+"""What fills the asked slot, for two kinds of question where the answer word is easy to name but hard to find
+by the words beyond the question (helpers of `elical.judges.span`):
+
+* **typed questions** ("In which country ...?", "On which continent ...?", "In which US state ...?"): the first
+  country / continent / state an answer names (`asked_type`, `first_entity`), read from pycountry's names, a
+  few common forms ("UK", "Holland", "South Korea") and demonyms ("French" -> France, "Japanese" -> Japan:
+  GUIDELINE rule 6). The granularity is set by the question (rule 3): "East Africa" names no country, "Amsterdam,
+  Netherlands" and "the Netherlands" both name the Netherlands;
+* **choice questions** ("Who is younger, Ann Lee or Bo Li?", "Which plant, A or B, can be found ...?"): the
+  option an answer picks (`choice_options`, `picked_option`, rule 13): the option it names first, provided it
+  also says the question's predicate (the comparative "younger" / "youngest", or a content word of the question
+  outside the options); a text that only describes one option picks nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from elical.judges.text import find_spans, tokens
+
+__all__ = ["asked_type", "entities", "first_entity", "choice_options", "picked_option", "ends_with_place", "slot_equivalent",
+           "slot_correct"]
+
+_COUNTRY_EXTRA = {
+    "US": ["United States", "United States of America"], "GB": ["United Kingdom", "Great Britain", "Britain",
+    "England", "Scotland", "Wales", "Northern Ireland"], "RU": ["Russia", "Soviet Union", "USSR"],
+    "CZ": ["Czech Republic", "Czechia", "Czech"], "KR": ["South Korea", "Korea"], "KP": ["North Korea"],
+    "VN": ["Vietnam"], "IR": ["Iran", "Persia"], "SY": ["Syria"], "LA": ["Laos"], "BO": ["Bolivia"],
+    "VE": ["Venezuela"], "TZ": ["Tanzania"], "MD": ["Moldova"], "TW": ["Taiwan"], "CG": ["Congo",
+    "Republic of the Congo"], "CD": ["Democratic Republic of the Congo", "DR Congo", "DRC", "Zaire"],
+    "CI": ["Ivory Coast", "Cote d'Ivoire"], "MM": ["Burma"], "NL": ["Holland", "the Netherlands"],
+    "VA": ["Vatican", "Vatican City"], "PS": ["Palestine"], "MK": ["Macedonia"], "SZ": ["Swaziland"],
+    "CV": ["Cape Verde"], "TL": ["East Timor"], "TR": ["Turkey"], "BN": ["Brunei"], "FM": ["Micronesia"],
+    "XK": ["Kosovo"], "AE": ["UAE", "Emirates"], "DDR": ["East Germany"], "BRD": ["West Germany"],
+}
+# Demonyms and adjectives that no suffix rule forms from the name ("French", "Dutch", "Swiss").
+_DEMONYMS = {
+    "FR": "french", "GB": "british english scottish welsh briton", "NL": "dutch", "CH": "swiss",
+    "AR": "argentine argentinian", "DK": "danish dane", "SE": "swedish swede", "FI": "finnish finn",
+    "PL": "polish", "ES": "spanish spaniard", "PT": "portuguese", "GR": "greek", "TR": "turkish", "IE": "irish",
+    "NO": "norwegian", "PE": "peruvian", "PH": "filipino philippine", "TH": "thai", "LB": "lebanese",
+    "BE": "belgian", "HN": "honduran", "CY": "cypriot", "AF": "afghan", "MG": "malagasy", "GH": "ghanaian",
+    "CG": "congolese", "SK": "slovak", "SI": "slovene", "BS": "bahamian", "BB": "barbadian", "PA": "panamanian",
+    "SV": "salvadoran", "MC": "monegasque", "MM": "burmese", "LA": "lao laotian", "UZ": "uzbek",
+    "KZ": "kazakh", "KG": "kyrgyz", "TJ": "tajik", "TM": "turkmen", "SO": "somali", "MZ": "mozambican",
+    "LU": "luxembourgish", "SA": "saudi", "US": "american", "DO": "dominican", "IS": "icelandic",
+    "CZ": "czech", "NZ": "kiwi", "MA": "moroccan", "IL": "israeli", "IR": "persian", "VN": "vietnamese",
+}
+_SUFFIXES = ("n", "an", "ian", "ean", "ese", "i", "ic", "")
+_CONTINENTS = {
+    "AF": ["Africa", "African"], "AS": ["Asia", "Asian", "Asia-Pacific", "Middle East"],
+    "EU": ["Europe", "European"], "NA": ["North America", "North American", "Central America"],
+    "SA": ["South America", "South American", "Latin America"], "OC": ["Oceania", "Australasia"],
+    "AN": ["Antarctica", "Antarctic"],
+}
+# Read as a name before any shorter one inside it ("South Africa" is no continent, "New Mexico" no country).
+_LONGER = {"ZA": ["South Africa", "South African"], "CF": ["Central African Republic"]}
+_TYPES = (("country", re.compile(r"\b(?:which|what) (?:\w+ )?country\b|\bcountry of (?:origin|citizenship)\b"
+                                 r"|\bcitizenship\b|\bnationality\b")),
+          ("continent", re.compile(r"\bcontinent\b")),
+          ("state", re.compile(r"\b(?:which|what) (?:us |u\.s\. |american )?state\b")))
+_CASED = [(re.compile(r"\bU\.?S\.?A?\b\.?"), " United States "), (re.compile(r"\bU\.?K\.?\b"), " United Kingdom ")]
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> tuple[dict, int]:
+    """{name tokens: (type, code)} and the longest name in tokens."""
+    import pycountry
+
+    out: dict[tuple, tuple[str, str]] = {}
+
+    def add(kind, code, name, keep=True):
+        key = tuple(tokens(name))
+        if key and (keep or key not in out):
+            out.setdefault(key, (kind, code))
+
+    for code, names in _LONGER.items():
+        for n in names:
+            add("country", code, n)
+    for sub in pycountry.subdivisions.get(country_code="US"):
+        if sub.type == "State" or sub.name == "District of Columbia":
+            add("state", sub.code[3:], sub.name)
+    for code, names in _CONTINENTS.items():
+        for n in names:
+            add("continent", code, n)
+    names = {}
+    for rec in pycountry.countries:
+        names.setdefault(rec.alpha_2, []).extend(
+            n for n in (getattr(rec, "common_name", None), rec.name, getattr(rec, "official_name", None))
+            if n and "," not in n and "(" not in n)
+    for code, extra in _COUNTRY_EXTRA.items():
+        names.setdefault(code, []).extend(extra)
+    for code, words in _DEMONYMS.items():
+        for w in words.split():
+            add("country", code, w)
+    for code, ns in names.items():
+        for n in ns:
+            add("country", code, n)
+    # regular demonyms ("Japan" -> "Japanese", "Italy" -> "Italian", "Sri Lanka" -> "Sri Lankan"); the longer
+    # name claims a form first ("Nigerian" is Nigeria's, not Niger's)
+    for code, n in sorted(((c, n) for c, ns in names.items() for n in ns), key=lambda cn: -len(tokens(cn[1])[-1])):
+        toks = tokens(n)
+        last = toks[-1]
+        if len(last) < 4:
+            continue
+        stems = {last, last[:-1]} if last[-1] in "aeiouy" else {last}
+        for st in stems:
+            for suf in _SUFFIXES:
+                if st + suf != last and (suf or last[-1] == "y"):
+                    add("country", code, " ".join([*toks[:-1], st + suf]), keep=False)
+    return out, max(len(k) for k in out)
+
+
+def asked_type(question: str | None) -> str | None:
+    """"country", "continent" or "state" when the question asks for one, else None."""
+    if not question:
+        return None
+    q = question.casefold()
+    return next((kind for kind, rx in _TYPES if rx.search(q)), None)
+
+
+def _cased(text: str) -> str:
+    text = re.sub(r"(?<=\w)['’]s\b", "", text)  # "China's" -> "China"
+    for rx, repl in _CASED:
+        text = rx.sub(repl, text)
+    return text
+
+
+def entities(text: str) -> list[tuple[str, str, int]]:
+    """The typed names in ``text``, in order, longest match first: (type, code, token position)."""
+    table, longest = _table()
+    toks = tokens(_cased(text))
+    out, i = [], 0
+    while i < len(toks):
+        for n in range(min(longest, len(toks) - i), 0, -1):
+            hit = table.get(tuple(toks[i:i + n]))
+            if hit:
+                out.append((*hit, i))
+                i += n
+                break
+        else:
+            i += 1
+    return out
+
+
+def ends_with_place(text: str) -> bool:
+    """``text`` ends with a whole country, continent or US state name ("... in the state of California")."""
+    found = entities(text)
+    if not found:
+        return False
+    kind, code, pos = found[-1]
+    return _table()[0].get(tuple(tokens(_cased(text))[pos:])) == (kind, code)
+
+
+def first_entity(text: str, kind: str, question: str | None = None) -> tuple[str | None, bool]:
+    """The first ``kind`` entity of ``text`` not named in the question, and whether it is listed with another
+    one of that kind ("France and Belgium", "Europe or Africa": a hedge, rule 4)."""
+    asked = {c for k, c, _ in entities(question or "") if k == kind}
+    found = [(c, i) for k, c, i in entities(text) if k == kind and c not in asked]
+    if not found:
+        return None, False
+    code, pos = found[0]
+    toks = tokens(_cased(text))
+    others = [i for c, i in found[1:] if c != code]
+    hedge = any(0 < i - pos <= 6 and {"and", "or"} & set(toks[pos:i]) and "of" not in toks[pos:i] for i in others)
+    return code, hedge
+
+
+# ---------------------------------------------------------------- choice questions
+
+_COMPARATIVE = re.compile(
+    r"\b(first|earlier|earliest|later|latest|last|older|oldest|younger|youngest|more|most|less|least|fewer|"
+    r"longer|shorter|larger|largest|bigger|biggest|smaller|smallest|higher|highest|lower|taller|farther|"
+    r"further|closer|newer|newest|before|after|greater|greatest|better|best|longest|shortest|tallest|heavier|"
+    r"heaviest|faster|fastest|slower|deeper|wider|richer)\b")
+_SIBLINGS = {"more": "most", "less": "least", "first": "earlier earliest before", "earlier": "first earliest before",
+             "later": "latest after last", "last": "later latest after", "fewer": "fewest less least"}
+
+
+def choice_options(question: str | None) -> tuple[list[tuple[str, ...]], set[str]] | None:
+    """The two options of a choice question (token tuples) and the predicate words an answer must say to pick
+    one; None for other questions."""
+    if not question:
+        return None
+    for clause in re.split(r"[,;:?]", question):
+        parts = re.split(r"\s+or\s+", clause.strip())
+        if len(parts) != 2:
+            continue
+        opts = [tuple(t for t in tokens(re.sub(r"^(?:the|either)\s+", "", p.strip(), flags=re.I)))
+                for p in parts]
+        if not all(opts) or opts[0] == opts[1] or len(opts[0]) > 8 or len(opts[1]) > 8:
+            continue
+        rest = tokens(question.replace(clause, " "))
+        comp = [m.group(1) for m in _COMPARATIVE.finditer(" ".join(rest))
+                if m.group(1) not in ENGLISH_STOP_WORDS - {"more", "most", "less", "first", "last", "before",
+                                                           "after", "fewer", "further"}]
+        if comp:
+            w = comp[0]
+            pred = {w, *_SIBLINGS.get(w, "").split(), re.sub(r"er$", "est", w), re.sub(r"est$", "er", w), "than"}
+        else:  # "Which plant, A or B, can be found in ...": a content word after the type noun
+            words = [t for t in rest if t not in ENGLISH_STOP_WORDS and t not in {"which", "who", "what"}]
+            pred = set(words[1:] if rest and rest[0] in {"which", "what"} else words)
+        return opts, pred - {""}
+    return None
+
+
+def picked_option(text: str, options: list[tuple[str, ...]], predicate: set[str]) -> int | None:
+    """Index of the option ``text`` picks (the one it names first), or None when it names neither option or
+    does not say the predicate (a description of one option is no pick, rule 13)."""
+    toks = tokens(text)
+    if not predicate & set(toks):
+        return None
+    first = []
+    for k, opt in enumerate(options):
+        spans = find_spans(opt, toks)
+        if not spans:  # a distinctive word of the option ("Washington" for "Draymond Washington")
+            other = set(options[1 - k])
+            spans = [(i, i + 1) for i, t in enumerate(toks)
+                     if t in opt and t not in other and t not in ENGLISH_STOP_WORDS and len(t) > 3]
+        if spans:
+            first.append((spans[0][0], k))
+    return min(first)[1] if first else None
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+def slot_equivalent(a: str, b: str, question: str | None) -> int | None:
+    """1 / 0 when the question's slot decides the pair (both answers pick the same option / name the same first
+    entity of the asked type, unhedged), None when it does not (no choice or typed question, or neither answer
+    fills the slot)."""
+    choice = choice_options(question)
+    if choice:
+        pa, pb = picked_option(a, *choice), picked_option(b, *choice)
+        return None if pa is None and pb is None else int(pa == pb)
+    kind = asked_type(question)
+    if kind:
+        (ea, ha), (eb, hb) = first_entity(a, kind, question), first_entity(b, kind, question)
+        if ea or eb:
+            return int(ea == eb and not ha and not hb)
+    return None
+
+
+def slot_correct(response: str, alias: str, question: str | None) -> bool | None:
+    """Whether ``response`` fills the slot with ``alias`` (an option of a choice question, or an entity of the
+    asked type), None when the slot does not decide (the alias is neither, or the response names no entity of
+    the type)."""
+    choice = choice_options(question)
+    if choice:
+        want = tuple(tokens(re.sub(r"^(?:the)\s+", "", alias.strip(), flags=re.I)))
+        hits = [k for k, opt in enumerate(choice[0]) if want and (find_spans(want, opt) or find_spans(opt, want))]
+        if len(hits) == 1:
+            return picked_option(response, *choice) == hits[0]
+    kind = asked_type(question)
+    if kind:
+        code, _ = first_entity(alias, kind)
+        if code:
+            got, hedge = first_entity(response, kind, question)
+            if got:
+                return got == code and not hedge
+    return None
