@@ -53,9 +53,10 @@ def agreement(y: np.ndarray, pred: np.ndarray) -> dict:
 
 
 def offline_judges(task: str) -> list[str]:
-    from elical.judges import JUDGES
+    from elical.judges import CORRECTNESS_JUDGES, EQUIVALENCE_JUDGES
 
-    return [n for n, s in JUDGES.items() if s.offline and getattr(s, task) is not None]
+    registry = EQUIVALENCE_JUDGES if task == "equivalence" else CORRECTNESS_JUDGES
+    return [n for n in registry if not registry[n].needs]
 
 
 def make(task: str, name: str, args):

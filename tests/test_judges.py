@@ -497,11 +497,11 @@ def test_judge_modules_have_no_import_cycle_and_stay_short():
 
 def test_cli_choices_read_the_registry():
     from elical.cli import _parser
-    from elical.judges import JUDGES
+    from elical.judges import EQUIVALENCE_JUDGES
 
     run = _parser()._subparsers._group_actions[0].choices["run"]
     acts = {a.dest: a for a in run._actions}
-    assert set(acts["equivalence_judge"].choices) == {n for n, s in JUDGES.items() if s.equivalence}
+    assert set(acts["equivalence_judge"].choices) == set(EQUIVALENCE_JUDGES)
     assert "span-contains" in acts["correctness_judge"].choices and "span" in acts["equivalence_judge"].choices
 
 

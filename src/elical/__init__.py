@@ -7,7 +7,8 @@ The public API, imported lazily (``import elical`` loads neither torch nor trans
     model = elical.ConfidenceModel.load("runs/smoke/heads/elical_k8")          # confidence before answering
     elical.evaluate_confidence(y, confidence)                                 # AUROC, ECE, Alignment, ...
 
-Registries by name: ``elical.JUDGES`` (judges), ``elical.PRESETS`` (run sizes).
+Registries by name (one shape, :class:`elical.registry.Registry`): ``EQUIVALENCE_JUDGES``, ``CORRECTNESS_JUDGES``,
+``ESTIMATORS``, ``HEADS``, ``METRICS``; ``PRESETS`` (run sizes).
 """
 
 from __future__ import annotations
@@ -37,7 +38,12 @@ _EXPORTS = {
     "make_generator": "elical.generation.backends",
     "DecodingConfig": "elical.generation.base",
     "load_model": "elical.generation.models",
-    "JUDGES": "elical.judges",
+    "EQUIVALENCE_JUDGES": "elical.judges",
+    "CORRECTNESS_JUDGES": "elical.judges",
+    "ESTIMATORS": "elical.estimators",
+    "estimate": "elical.estimators",
+    "HEADS": "elical.heads",
+    "METRICS": "elical.evaluation",
     "make_equivalence_judge": "elical.judges",
     "make_correctness_judge": "elical.judges",
     "load_dataset": "elical.data.sources",

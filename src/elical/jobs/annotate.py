@@ -37,7 +37,7 @@ class Annotator:
     def default(cls, semantic_model: str | None = None, *, correctness: str | None = None,
                 equivalence: str | None = None, model=None, tokenizer=None, judge_model: str | None = None,
                 judge_base_url: str | None = None, judge_with_qa_model: bool = False) -> "Annotator":
-        """Judges by name (:data:`elical.judges.JUDGES`; defaults ``DEFAULT_CORRECTNESS`` "span-contains" and
+        """Judges by name (:data:`elical.judges.EQUIVALENCE_JUDGES` / ``CORRECTNESS_JUDGES``; defaults ``DEFAULT_CORRECTNESS`` "span-contains" and
         ``DEFAULT_EQUIVALENCE`` "span").
 
         ``semantic_model``: local model directory for the judges that take one ("embedding", "span": default the
@@ -49,7 +49,7 @@ class Annotator:
         import sys
         import warnings
 
-        from elical.judges import DEFAULT_CORRECTNESS, DEFAULT_EQUIVALENCE, JUDGES, LexicalConsistency, \
+        from elical.judges import DEFAULT_CORRECTNESS, DEFAULT_EQUIVALENCE, LexicalConsistency, judge_model_kw, \
             make_correctness_judge, make_equivalence_judge
 
         correctness = correctness or DEFAULT_CORRECTNESS
@@ -83,8 +83,8 @@ class Annotator:
         def kwargs(name: str) -> dict:
             if name == "llm":
                 return dict(backend)
-            if JUDGES[name].model_kw and semantic_model:
-                return {JUDGES[name].model_kw: semantic_model}
+            if judge_model_kw(name) and semantic_model:
+                return {judge_model_kw(name): semantic_model}
             return {}
 
         names = {"correctness": correctness, "equivalence": equivalence}

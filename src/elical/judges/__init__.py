@@ -9,15 +9,16 @@ Two questions are asked of every generated answer (HonestyBench, Ni et al., arXi
 Both receive the question. Modules: `base` (interfaces, input checks), `text` (normalization, numbers, F1,
 ROUGE-L), `rules` (exact / contains / lexical judges), `semantic` (embedding), `span` (question-aware answer
 spans, the defaults), `choices` (MMLU lettered choices), `nli`, `llm`. Judges are made by name from
-`JUDGES` (`make_equivalence_judge`, `make_correctness_judge`); the CLI's choices read it too. Measured
+`EQUIVALENCE_JUDGES` / `CORRECTNESS_JUDGES` (`make_equivalence_judge`, `make_correctness_judge`); the CLI's choices read it too. Measured
 agreement with hand labels: docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from importlib import import_module
 from typing import Callable
+
+from elical.registry import Registry
 
 # Public names, imported on first use so that reading the registry (the CLI's choices) stays cheap.
 _HOMES = {
@@ -37,7 +38,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'elical.judges' has no attribute {name!r}")
 
 __all__ = [
-    "JudgeSpec", "JUDGES", "JUDGE_NAMES", "DEFAULT_CORRECTNESS", "DEFAULT_EQUIVALENCE", "make_equivalence_judge",
+    "EQUIVALENCE_JUDGES", "CORRECTNESS_JUDGES", "JUDGE_NAMES", "judge_model_kw", "DEFAULT_CORRECTNESS", "DEFAULT_EQUIVALENCE", "make_equivalence_judge",
     "make_correctness_judge", "equivalence_names", "correctness_names", "normalize_answer", "exact_match",
     "contains_match", "token_f1", "rouge_l", "numbers_in", "answer_span", "mmlu_correct", "mmlu_choice",
     "PairJudge", "CorrectnessBase", "CorrectnessJudge", "LexicalConsistency", "LexicalEquivalenceJudge",
@@ -45,30 +46,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-@dataclass(frozen=True)
-class JudgeSpec:
-    """A judge by name: how to make it for each task, and what it needs.
-
-    equivalence / correctness : factory ``(**kw) -> judge`` for that task, or None when the judge does not do it.
-    needs : keywords the factories require (``"model_path"``: a local model directory; ``"complete"``: a text
-        completion backend); a judge with needs does not run offline out of the box.
-    model_kw : the keyword that receives the CLI's ``--judge-model`` (None: the judge takes no model).
-    summary : one line for help texts and tables.
-    """
-
-    equivalence: Callable | None
-    correctness: Callable | None
-    needs: tuple[str, ...] = ()
-    model_kw: str | None = None
-    summary: str = ""
-
-    @property
-    def offline(self) -> bool:
-        """Runs with nothing but this package (no model directory, no server)."""
-        return not self.needs
-
-
-def _lexical(kind: str) -> JudgeSpec:
+def _lexical(kind: str):
     def equivalence(**kw):
         from elical.judges.rules import LexicalEquivalenceJudge
 
@@ -81,7 +59,7 @@ def _lexical(kind: str) -> JudgeSpec:
         return CorrectnessJudge(kind, **kw) if kind in ("exact", "contains") else \
             AliasCorrectnessJudge(equivalence(**kw))
 
-    return JudgeSpec(equivalence, correctness, summary=f"{kind} (string rule, numbers first)")
+    return equivalence, correctness
 
 
 def _embedding(**kw):
@@ -130,48 +108,61 @@ def _llm(mode: str):
     return make
 
 
-JUDGES: dict[str, JudgeSpec] = {
-    "exact": _lexical("exact"),
-    "contains": _lexical("contains"),
-    "token-f1": _lexical("token-f1"),
-    "rouge-l": _lexical("rouge-l"),
-    "embedding": JudgeSpec(_embedding, _embedding_correctness, model_kw="model_path",
-                           summary="whole-answer MiniLM cosine >= 0.88"),
-    "span": JudgeSpec(_span, _span_correctness, model_kw="model_path",
-                      summary="answer spans beyond the question (default equivalence)"),
-    "span-contains": JudgeSpec(None, _span_correctness,
-                               summary="gold alias within the answer span (default correctness)"),
-    "nli": JudgeSpec(_nli_equivalence, _nli_correctness, needs=("model_path",), model_kw="model_path",
-                     summary="bidirectional entailment with a local NLI model"),
-    "llm": JudgeSpec(_llm("equivalence"), _llm("correctness"), needs=("complete",),
-                     summary="a judge language model (never the QA model unless asked)"),
-}
-JUDGE_NAMES = tuple(JUDGES)
+# Two registries of the one shape (elical.registry): a judge name may decide equivalence, correctness or both.
+# info["model_kw"]: the keyword that receives the CLI's --judge-model (None: the judge takes no model).
+EQUIVALENCE_JUDGES = Registry("equivalence judge")
+CORRECTNESS_JUDGES = Registry("correctness judge")
+for _kind in ("exact", "contains", "token-f1", "rouge-l"):
+    _eq, _corr = _lexical(_kind)
+    EQUIVALENCE_JUDGES.add(_kind, _eq, summary=f"{_kind} (string rule, numbers first)", model_kw=None)
+    CORRECTNESS_JUDGES.add(_kind, _corr, summary=f"{_kind} of the answer against each alias", model_kw=None)
+EQUIVALENCE_JUDGES.add("embedding", _embedding, summary="whole-answer MiniLM cosine >= 0.88", model_kw="model_path")
+CORRECTNESS_JUDGES.add("embedding", _embedding_correctness, summary="MiniLM cosine with any alias",
+                       model_kw="model_path")
+EQUIVALENCE_JUDGES.add("span", _span, summary="answer spans beyond the question (default equivalence)",
+                       model_kw="model_path")
+CORRECTNESS_JUDGES.add("span", _span_correctness, summary="a gold alias within the answer span",
+                       model_kw="model_path")
+CORRECTNESS_JUDGES.add("span-contains", _span_correctness,
+                       summary="gold alias within the answer span (default correctness)", model_kw=None)
+EQUIVALENCE_JUDGES.add("nli", _nli_equivalence, needs=("model_path",),
+                       summary="bidirectional entailment with a local NLI model", model_kw="model_path")
+CORRECTNESS_JUDGES.add("nli", _nli_correctness, needs=("model_path",),
+                       summary="the answer entails an alias (local NLI model)", model_kw="model_path")
+EQUIVALENCE_JUDGES.add("llm", _llm("equivalence"), needs=("complete",),
+                       summary="a judge language model (never the QA model unless asked)", model_kw=None)
+CORRECTNESS_JUDGES.add("llm", _llm("correctness"), needs=("complete",),
+                       summary="a judge language model (never the QA model unless asked)", model_kw=None)
+JUDGE_NAMES = tuple(dict.fromkeys([*CORRECTNESS_JUDGES, *EQUIVALENCE_JUDGES]))
 DEFAULT_EQUIVALENCE = "span"
 DEFAULT_CORRECTNESS = "span-contains"
 
 
 def equivalence_names() -> list[str]:
     """Names of the judges that decide equivalence (CLI choices)."""
-    return [n for n, s in JUDGES.items() if s.equivalence is not None]
+    return EQUIVALENCE_JUDGES.names()
 
 
 def correctness_names() -> list[str]:
     """Names of the judges that decide correctness (CLI choices)."""
-    return [n for n, s in JUDGES.items() if s.correctness is not None]
+    return CORRECTNESS_JUDGES.names()
+
+
+def judge_model_kw(name: str) -> str | None:
+    """The keyword through which judge ``name`` takes a local model directory (``--judge-model``), or None."""
+    for registry in (EQUIVALENCE_JUDGES, CORRECTNESS_JUDGES):
+        if name in registry:
+            return registry[name].info.get("model_kw")
+    return None
 
 
 def _spec(name: str, task: str) -> Callable:
-    spec = JUDGES.get(name)
-    factory = getattr(spec, task, None)
-    if factory is None:
-        names = equivalence_names() if task == "equivalence" else correctness_names()
-        raise ValueError(f"unknown {task} judge {name!r}; choose one of {', '.join(names)}")
-    return factory
+    registry = EQUIVALENCE_JUDGES if task == "equivalence" else CORRECTNESS_JUDGES
+    return registry[name].load()
 
 
 def make_equivalence_judge(name: str, **kw):
-    """An equivalence judge by name (see `JUDGES`), with ``judge_many(pairs, questions=None)`` and
+    """An equivalence judge by name (see `EQUIVALENCE_JUDGES`), with ``judge_many(pairs, questions=None)`` and
     ``judge(greedy, samples, question=None)``.
 
     kw go to the factory: lexical ones take ``threshold``; "embedding" / "span" ``model_path``, ``threshold``,
@@ -182,7 +173,7 @@ def make_equivalence_judge(name: str, **kw):
 
 
 def make_correctness_judge(name: str, **kw):
-    """A correctness judge by name (see `JUDGES`): ``judge_many([(response, aliases), ...], questions=None)``
+    """A correctness judge by name (see `CORRECTNESS_JUDGES`): ``judge_many([(response, aliases), ...], questions=None)``
     and ``judge(responses, aliases, question=None)`` (also callable so), 0/1 arrays.
 
     "exact" / "contains": `CorrectnessJudge`; "token-f1" / "rouge-l" / "embedding" / "nli": equivalent to any

@@ -6,6 +6,7 @@ by the words beyond the question (helpers of `elical.judges.span`):
   few common forms ("UK", "Holland", "South Korea") and demonyms ("French" -> France, "Japanese" -> Japan:
   GUIDELINE rule 6). The granularity is set by the question (rule 3): "East Africa" names no country, "Amsterdam,
   Netherlands" and "the Netherlands" both name the Netherlands;
+* **cut-off answers** (`uncut`): a text stopped by the token limit loses its last, maybe partial, word;
 * **choice questions** ("Who is younger, Ann Lee or Bo Li?", "Which plant, A or B, can be found ...?"): the
   option an answer picks (`choice_options`, `picked_option`, rule 13): the option it names first, provided it
   also says the question's predicate (the comparative "younger" / "youngest", or a content word of the question
@@ -21,7 +22,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from elical.judges.text import find_spans, tokens
 
-__all__ = ["asked_type", "entities", "first_entity", "choice_options", "picked_option", "ends_with_place", "slot_equivalent",
+__all__ = ["asked_type", "entities", "first_entity", "choice_options", "picked_option", "ends_with_place", "place_words", "uncut", "slot_equivalent",
            "slot_correct"]
 
 _COUNTRY_EXTRA = {
@@ -129,16 +130,14 @@ def _cased(text: str) -> str:
     return text
 
 
-def entities(text: str) -> list[tuple[str, str, int]]:
-    """The typed names in ``text``, in order, longest match first: (type, code, token position)."""
+def _matches(toks: list[str]) -> list[tuple[str, str, int, int]]:
     table, longest = _table()
-    toks = tokens(_cased(text))
     out, i = [], 0
     while i < len(toks):
         for n in range(min(longest, len(toks) - i), 0, -1):
             hit = table.get(tuple(toks[i:i + n]))
             if hit:
-                out.append((*hit, i))
+                out.append((*hit, i, i + n))
                 i += n
                 break
         else:
@@ -146,13 +145,21 @@ def entities(text: str) -> list[tuple[str, str, int]]:
     return out
 
 
+def entities(text: str) -> list[tuple[str, str, int]]:
+    """The typed names in ``text``, in order, longest match first: (type, code, token position)."""
+    return [(kind, code, start) for kind, code, start, _ in _matches(tokens(_cased(text)))]
+
+
+def place_words(words) -> set[int]:
+    """Positions of the tokens ``words`` that belong to a country, continent or US state name."""
+    return {i for _, _, start, end in _matches(list(words)) for i in range(start, end)}
+
+
 def ends_with_place(text: str) -> bool:
     """``text`` ends with a whole country, continent or US state name ("... in the state of California")."""
-    found = entities(text)
-    if not found:
-        return False
-    kind, code, pos = found[-1]
-    return _table()[0].get(tuple(tokens(_cased(text))[pos:])) == (kind, code)
+    toks = tokens(_cased(text))
+    found = _matches(toks)
+    return bool(found) and found[-1][3] == len(toks)
 
 
 def first_entity(text: str, kind: str, question: str | None = None) -> tuple[str | None, bool]:
@@ -262,3 +269,26 @@ def slot_correct(response: str, alias: str, question: str | None) -> bool | None
             if got:
                 return got == code and not hedge
     return None
+
+
+# ---------------------------------------------------------------- cut-off answers
+
+_CUT_WORDS = 12  # a text of this many words that ends without punctuation was cut off by the token limit
+
+
+def uncut(text: str) -> str:
+    """``text`` without its last word, and marked "…", when it was cut off mid-sentence (no final punctuation,
+    >= 12 words) and that word may be a fragment ("... was the 1994 World", "... in Cycl", "... was the A-",
+    "... January 2"). Kept: a word before a comma, a number of 3 digits or more, a symbol ("N", "Fe"), the end
+    of a place name ("... in the state of California")."""
+    words = text.split()
+    if len(words) < _CUT_WORDS or re.search(r"[.!?\"'’”)\]…]\s*$", text):
+        return text
+    last = words[-1]
+    if last.endswith("-"):
+        last = last.rstrip("-")
+        keep = bool(re.fullmatch(r"[0-9][0-9-]*", last))  # "2022-12-": the digits are whole
+        words[-1] = last
+    else:
+        keep = bool(re.search(r"[,;:]$|^[0-9]{3,}$|^[A-Z][a-z]?$", last)) or ends_with_place(text)
+    return " ".join(words if keep else words[:-1]) + "…"

@@ -32,7 +32,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from elical.judges.base import CorrectnessBase, PairJudge, check_alias_pairs, check_pairs, question_at
 from elical.judges.choices import choices_named, mmlu_choice
 from elical.judges.rules import _code_in, is_code
-from elical.judges.slots import ends_with_place, slot_correct, slot_equivalent
+from elical.judges.slots import place_words, slot_correct, slot_equivalent, uncut
 from elical.judges.text import find_spans, fold, normalize_answer, numbers_in, strip_numbers, tokens
 
 __all__ = ["Span", "answer_span", "SpanEquivalenceJudge", "SpanCorrectnessJudge", "span_equivalent", "span_correct",
@@ -55,7 +55,12 @@ _FRAME_WORDS = {
     *(d + x for d in ("north", "south", "east", "west", "northeast", "northwest", "southeast", "southwest")
       for x in ("", "ern")),
 }
-_FRAME = frozenset((ENGLISH_STOP_WORDS - _CONTENT) | _FRAME_WORDS) - {"yes", "no"}
+# Class nouns that describe what an answer is rather than name it ("a car made by Chevrolet", "Microsoft
+# Corporation", "a word in English"); tried as frame words
+_CLASS_NOUNS = {"word", "words", "car", "cars", "model", "company", "corporation", "corp", "inc", "manufacturer",
+                "brand", "creation", "production", "type", "kind"}
+
+_FRAME = frozenset((ENGLISH_STOP_WORDS - _CONTENT) | _FRAME_WORDS | _CLASS_NOUNS) - {"yes", "no"}
 _NON_ANSWER = re.compile(
     r"\b(?:i (?:do not|don'?t|dont) know|not sure|no idea|i cannot|i can'?t|unable to|no (?:specific |reliable )?"
     r"(?:information|data|record)|not (?:able|possible) to|sorry|as an ai|unknown to me)\b")
@@ -141,27 +146,6 @@ def _is_non_answer(text: str) -> bool:
     return _NON_ANSWER.search(fold(text).replace("’", "'")) is not None
 
 
-_CUT_WORDS = 12  # a text of this many words that ends without punctuation was cut off by the token limit
-
-
-def uncut(text: str) -> str:
-    """``text`` without its last word, and marked "…", when it was cut off mid-sentence (no final punctuation,
-    >= 12 words) and that word may be a fragment ("... was the 1994 World", "... in Cycl", "... was the A-",
-    "... January 2"). Kept: a word before a comma, a number of 3 digits or more, a symbol ("N", "Fe"), the end
-    of a place name ("... in the state of California")."""
-    words = text.split()
-    if len(words) < _CUT_WORDS or re.search(r"[.!?\"'’”)\]…]\s*$", text):
-        return text
-    last = words[-1]
-    if last.endswith("-"):
-        last = last.rstrip("-")
-        keep = bool(re.fullmatch(r"[0-9][0-9-]*", last))  # "2022-12-": the digits are whole
-        words[-1] = last
-    else:
-        keep = bool(re.search(r"[,;:]$|^[0-9]{3,}$|^[A-Z][a-z]?$", last)) or ends_with_place(text)
-    return " ".join(words if keep else words[:-1]) + "…"
-
-
 def answer_span(text: str, question: str | None = None, keep_stop_words: bool = False) -> Span:
     """The answer span of ``text`` for ``question``: its tokens minus the question's words (the alternatives a
     choice question offers excepted), minus stop words and answer-frame words (unless ``keep_stop_words``), and
@@ -218,6 +202,17 @@ def _hedged(text: str, words: Sequence[str]) -> bool:
     return re.search(pattern, folded) is not None
 
 
+_WHERE = re.compile(r"^\s*where\b")
+
+
+def _less_specific(short: Sequence[str], long_: Sequence[str], question: str | None) -> bool:
+    """For a "where" question, ``short`` names only countries / continents / states and ``long_`` adds another
+    name ("the Netherlands" vs "Amsterdam, Netherlands" for "Where was X born?", GUIDELINE rule 3)."""
+    if not question or not _WHERE.search(fold(question)) or len(place_words(short)) < len(short):
+        return False
+    return len(place_words(long_)) < len(long_)
+
+
 def _months(text: str) -> set[str]:
     return set(tokens(text)) & _MONTHS
 
@@ -265,7 +260,7 @@ def span_equivalent(a: str, b: str, question: str | None = None, fuzzy_cut: floa
         return 1
     short, long_ = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
     if find_spans(short, long_) or _covered(short, long_) or _fuzzy(wa, wb, fuzzy_cut):
-        return int(not _hedged(a if long_ is wa else b, short))
+        return int(not _hedged(a if long_ is wa else b, short) and not _less_specific(short, long_, question))
     return None
 
 
