@@ -606,6 +606,125 @@ def test_span_equivalence_by_hand(q, a, b, same):
     assert judge.embedder._model is None
 
 
+# ---------------------------------------------------------------- slots: choice / typed questions, cut-off texts
+
+from elical.judges.slots import asked_type, choice_options, first_entity, picked_option, uncut  # noqa: E402
+
+
+@pytest.mark.parametrize("q, a, b, same", [
+    # rule 13: the option the answer picks decides, whatever else the sentences say
+    ("Who is younger, Ann Lee or Bo Li?", "Bo Li is younger than Ann Lee.",
+     "Bo Li is about 20 years younger than Ann Lee.", 1),
+    ("Who is younger, Ann Lee or Bo Li?", "Bo Li is younger than Ann Lee.", "Ann Lee is the younger one.", 0),
+    ("Which film came out first, Blue Sky or Red Rain?", "Blue Sky came out first, while Red Rain came out later.",
+     'The film "Blue Sky" was released first, in 1994.', 1),
+    # a text that describes an option without the question's predicate picks nothing
+    ("Which plant, the fern or the cactus, grows in deserts?", "The cactus grows in deserts.",
+     "The fern is a kind of cactus with green leaves.", 0),
+    # typed questions: the first country named (demonyms are their country), at the question's granularity
+    ("In which country is the city of Nantes?", "Nantes is in France.", "Nantes is a French port city.", 1),
+    ("In which country is the city of Xi'an?", "Xi'an is in the north of China's Shaanxi province.",
+     "The city of Xi'an is located in China.", 1),
+    ("In which country is the city of Arusha?", "Arusha is located in East Africa, in Tanzania.",
+     "Arusha is in East Africa.", 0),  # "East Africa" names no country
+    ("Lusaka is the capital of which country?", "Lusaka is the capital of Zambia.",
+     "Lusaka is the capital of Malawi, which borders Zambia.", 0),  # the first country named
+    ("In which country is the city of Liege?", "Liege is in France and Belgium.", "Liege is in Belgium.", 0),
+    ("On which continent is Peru?", "Peru is in western South America.", "Peru lies on the South American "
+     "continent.", 1),
+    ("In which US state is the city of Tempe?", "Tempe is in Arizona.", "Tempe is a city in the Southwest.", 0),
+    # rule 3: for "where was X born", a country alone is less than a city in that country
+    ("Where was Ann Lee born?", "Ann Lee was born in the Netherlands.", "Ann Lee was born in Utrecht, Netherlands.", 0),
+    # class nouns describe the answer, they do not name it
+    ("Who produces the Ford Focus?", "The Ford Focus is a car made by Ford.",
+     "The Ford Focus is produced by the Ford company.", 1),
+])
+def test_span_slot_rules_by_hand(q, a, b, same):
+    judge = SpanEquivalenceJudge(model_path="/nonexistent")  # decided before any model
+    assert judge.judge_many([(a, b), (b, a)], [q, q]).tolist() == [same, same]
+    assert judge.embedder._model is None
+
+
+@pytest.mark.parametrize("q, a, b, same", [
+    # a choice question that neither answer picks: two descriptions are no answers (rules 5, 13)
+    ("Which lake is deeper, Lake Ura or Lake Oma?", "Lake Ura is a lake in the hills near a small town.",
+     "Lake Ura is a lake in the hills near a town.", 0),
+    # a bare option as the whole first sentence picks it, no predicate needed
+    ("Which band formed first, Grey Owls or The Pebbles?", "Grey Owls.", "Grey Owls - a folk band from Leeds.", 1),
+    ("Which band formed first, Grey Owls or The Pebbles?", "The Pebbles.", "Grey Owls.", 0),
+    # an answer that is itself a question answers nothing, even when it names a country
+    ("Lusaka is the capital of which country?", "The capital of which country is Zambia?",
+     "Lusaka is the capital of Zambia.", 0),
+    # a city or currency asked, only a continent / country named: the slot stays empty
+    ("What is the capital of Malawi?", "Malawi is a country in southern Africa.",
+     "Malawi is a small country located in Africa.", 0),
+    ("What is the currency of Peru?", "The currency of Peru comes from Spain.", "Peru's currency is from Spain.", 0),
+    ("What is the capital of Luxembourg?", "The capital is the Belgian city of Monaco.", "It is Monaco.", 1),
+    # "element" describes the answer ("a chemical element named X"), so an echo stays an echo
+    ("What is the chemical symbol of tin?", "Tin is an element with the chemical symbol of tin.",
+     "tin, the chemical symbol of the element tin.", 0),
+])
+def test_span_new_slot_rules_by_hand(q, a, b, same):
+    judge = SpanEquivalenceJudge(model_path="/nonexistent")  # decided before any model
+    assert judge.judge_many([(a, b), (b, a)], [q, q]).tolist() == [same, same]
+
+
+def test_question_word_inflections_are_question_words():
+    q = "Where are the highest wages paid?"
+    assert answer_span("The highest wage is paid in Norway.", q).words == ("norway",)
+    assert answer_span("Wages are highest in Norway.", "Where is the best wage paid?").words == ("highest", "norway")
+
+
+def test_slot_helpers_by_hand():
+    assert asked_type("In which country is the city of Nantes?") == "country"
+    assert asked_type("On which continent is Peru?") == "continent"
+    assert asked_type("In which US state is the city of Tempe?") == "state"
+    assert asked_type("What is the capital of France?") is None
+    assert first_entity("Kyoto is a Japanese city.", "country") == ("JP", False)
+    assert first_entity("It is in the U.S. state of Ohio.", "country") == ("US", False)
+    assert first_entity("It is in South Africa.", "continent") == (None, False)  # a country, not Africa
+    assert first_entity("It is in the Democratic Republic of the Congo.", "country") == ("CD", False)
+    assert first_entity("Nigerian food.", "country")[0] == "NG"  # not Niger
+    assert first_entity("It is France or Spain.", "country") == ("FR", True)
+    opts, pred = choice_options("Who was born first, Ann Lee or Bo Li?")
+    assert opts == [("ann", "lee"), ("bo", "li")] and "first" in pred
+    assert picked_option("Bo Li was born first.", opts, pred) == 1
+    assert picked_option("Ann Lee was a painter.", opts, pred) is None
+    assert choice_options("What is the capital of France?") is None
+
+
+def test_cut_off_texts_lose_their_last_word():
+    cut = "The focus of the film on June 17th was the final of the 1994 World"
+    assert uncut(cut) == "The focus of the film on June 17th was the final of the 1994…"
+    assert uncut("The actor died on the 22nd of January in the year of our Lord 2").endswith("our Lord…")
+    assert uncut("Short and not cut") == "Short and not cut"  # too short to have hit the token limit
+    done = "The capital of France is Paris, a city on the Seine in the north of France."
+    assert uncut(done) == done
+    kept = ["The decision to replace the rockets with the Saturn V was made on July 16, 1969",
+            "In 2023, the small city of Milpitas was located in the state of California",
+            "Nitrogen is a nonmetal element of the periodic table, and its symbol is N",
+            "The date of birth of the director of the film is 2022-12-"]
+    assert [uncut(t) for t in kept] == [t + "…" for t in kept[:3]] + ["The date of birth of the director of the film "
+                                                                      "is 2022-12…"]
+    assert uncut(uncut(cut)) == uncut(cut)
+    q = "Which trophy did the team win in the 1998 season?"
+    a = "The trophy the team did win in the 1998 season was the Premier"
+    assert span_equivalent(a, a, q) == 0  # cut off right before the answer: no answer, not even to itself
+    assert span_correct("In 2023, the small city of Milpitas was located in the state of California", "California",
+                        "In which US state is the city of Milpitas?")
+
+
+def test_span_correct_slot_rules_by_hand():
+    q = "Who is younger, Ann Lee or Bo Li?"
+    assert span_correct("Bo Li is younger than Ann Lee.", "Bo Li", q)
+    assert not span_correct("Ann Lee is younger than Bo Li.", "Bo Li", q)
+    assert not span_correct("Bo Li is a painter from Ohio.", "Bo Li", q)  # no pick
+    q = "In which country is the city of Nantes?"
+    assert span_correct("Nantes is located in the French region of Brittany.", "France", q)
+    assert not span_correct("Nantes is in Belgium, near France.", "France", q)
+    assert not span_correct("Nantes is in Belgium and France.", "France", q.replace("Nantes", "Liege"))
+
+
 def test_span_equivalence_embeds_spans_not_sentences(judge):
     """Open pairs are decided by the cosine of the spans: a paraphrase beyond the question agrees."""
     span = SpanEquivalenceJudge()

@@ -142,10 +142,11 @@ def test_stage2_trains_the_lora_weights_unless_frozen(stage1, data):
         ours = new._adapter_params()
         return max(float((ours[k.replace(src, dst)] - v).abs().max()) for k, v in before.items())
 
-    cal = fit_lora_elical(eli, k_prompts, y_k, max_epochs=1)
-    assert cal.n_epochs_ == 1 and cal.best_val_loss_ is None  # k < 10: no held-out part, no early stopping
+    # "holdout" with k < 10: no held-out part, exactly max_epochs epochs (the CV default may choose 0)
+    cal = fit_lora_elical(eli, k_prompts, y_k, max_epochs=1, validation="holdout")
+    assert cal.n_epochs_ == 1 and cal.best_val_loss_ is None
     assert adapter_change(cal) > 1e-6
-    frozen = fit_lora_elical(eli, k_prompts, y_k, max_epochs=1, freeze_lora=True)
+    frozen = fit_lora_elical(eli, k_prompts, y_k, max_epochs=1, freeze_lora=True, validation="holdout")
     assert adapter_change(frozen) == 0.0
     assert not torch.equal(frozen.head_.weight, eli.head_.weight)  # the head still trained
     assert all(torch.equal(before[k], v) for k, v in eli._adapter_params().items())  # stage 1 untouched
@@ -159,13 +160,13 @@ def test_cal_only_is_seeded_and_release_removes_the_adapter(smollm2, data):
     prompts, y, _, _ = data
     k_prompts, y_k = prompts[:3] + prompts[10:13], np.array([1.0, 0.8, 0.6, 0.0, 0.2, 0.4])
     cfg = LoRAConfig(max_epochs=1, **FAST)
-    a = fit_lora_cal_only(model, tok, k_prompts, y_k, config=cfg)
-    b = fit_lora_cal_only(model, tok, k_prompts, y_k, config=cfg)
+    a = fit_lora_cal_only(model, tok, k_prompts, y_k, config=cfg, validation="holdout")
+    b = fit_lora_cal_only(model, tok, k_prompts, y_k, config=cfg, validation="holdout")
     np.testing.assert_array_equal(a.predict(k_prompts), b.predict(k_prompts))
     assert torch.equal(a.head_.weight, b.head_.weight)
     # gradient accumulation: 2 passes of 4 + 2 prompts make the same optimiser step as one pass of 6
     c = fit_lora_cal_only(model, tok, k_prompts, y_k, config=LoRAConfig(max_epochs=1, **{**FAST, "batch_size": 4},
-                                                                     grad_accumulation=2))
+                                                                     grad_accumulation=2), validation="holdout")
     np.testing.assert_allclose(c.predict(k_prompts), a.predict(k_prompts), atol=1e-5)
     c.release()
     n_params = len(list(model.parameters()))
@@ -176,6 +177,24 @@ def test_cal_only_is_seeded_and_release_removes_the_adapter(smollm2, data):
     with pytest.raises(ValueError, match="not fitted"):
         a.predict(k_prompts)
     b.release()
+
+
+def test_cal_only_and_stage2_cross_validate_inside_k_like_the_probe_heads(stage1, smollm2, data):
+    # k = 6 < 10: leave-one-out, one fold per labelled prompt; the final head trains on all 6 for the folds'
+    # median best epoch (no held-out part), and every fold's adapter is removed from the shared model again.
+    model, tok = smollm2
+    eli = stage1[0]
+    prompts = data[0]
+    k_prompts, y_k = prompts[:3] + prompts[10:13], np.array([1.0, 0.8, 0.6, 0.0, 0.2, 0.4])
+    n_params = len(list(model.parameters()))
+    cal = fit_lora_cal_only(model, tok, k_prompts, y_k, config=LoRAConfig(max_epochs=2, **FAST))
+    elical = fit_lora_elical(eli, k_prompts, y_k, max_epochs=2)
+    for head in (cal, elical):
+        assert len(head.cv_best_epochs_) == 6 and head.best_val_loss_ is None
+        assert head.n_epochs_ == int(np.median(head.cv_best_epochs_)) and 0 <= head.n_epochs_ <= 2
+    assert len(list(model.parameters())) == n_params + 2 * 2 * 7 * 30  # only the two final adapters remain
+    cal.release()
+    elical.release()
 
 
 def test_bad_input_is_refused_before_any_training(smollm2, data):

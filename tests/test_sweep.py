@@ -149,3 +149,24 @@ def test_cli_writes_json_and_csv_and_never_overwrites(run_dir, tmp_path, capsys)
     shutil.copy(run_dir / "records" / "annotations.jsonl", empty / "records")
     assert main(["sweep", str(empty), "--quiet"]) == 2
     assert "hidden_states.safetensors" in capsys.readouterr().err and not (empty / "sweep.json").exists()
+
+
+def test_calibrated_baselines_get_the_same_k_labels_and_target_as_elical(run_dir):
+    # Consis-Sem+Isotonic(8) of the run must be sklearn's isotonic regression fitted on the 8 questions EliCal(8)
+    # was given, with EliCal's target (sample accuracy, the default), not greedy correctness.
+    from sklearn.isotonic import IsotonicRegression
+
+    pool, test, _, _ = _pool_and_test(run_dir)
+    idx = np.sort(random_label_order(len(pool), 0)[:8])
+    c_acc = np.array([np.mean(r["sampling_correctness"]) for r in pool])
+    says_something = lambda r: any(ch.isalnum() for ch in r["greedy_response"])  # noqa: E731
+    cons = lambda recs: np.array([np.mean(r["consistency_judgement"]) if says_something(r) else 0.0  # noqa: E731
+                                  for r in recs])
+    iso = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=0.0, y_max=1.0)
+    want = iso.fit(cons(pool)[idx], c_acc[idx]).predict(cons(test))
+    preds = {p["id"]: p["confidence"] for p in read_records(run_dir / "predictions.jsonl")
+             if p["method"] == "Consis-Sem+Isotonic(8)"}
+    np.testing.assert_allclose([preds[r["id"]] for r in test], want, atol=1e-9)
+    for head in ("elical_k8", "cal_only_k8"):
+        assert json.loads((run_dir / "heads" / head / "fingerprint.json").read_text())["target"] == "sample-accuracy"
+    assert any(p["method"] == "Eli-Only+Isotonic(8)" for p in read_records(run_dir / "predictions.jsonl"))

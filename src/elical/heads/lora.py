@@ -25,33 +25,22 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import math
 import os
 import warnings
 from contextlib import contextmanager
-from dataclasses import asdict, fields, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
 
-from elical.generation.models import load_model
-from elical.heads.lora_config import LoRAConfig, detect_target_modules
+from elical.heads.lora_config import LoRAConfig, _rng_devices, detect_target_modules
 from elical.heads.validation import MIN_SAMPLES_FOR_VALIDATION, holdout_split
 
 __all__ = ["LoRAConfig", "LoRAHead", "detect_target_modules"]
 
-_FORMAT = "elical.LoRAHead"
-_FORMAT_VERSION = 1
-_PEFT_PREFIX = "base_model.model."  # key prefix of a PeftModel's adapter file: PeftModel.from_pretrained reads ours
 _names = itertools.count()
 _MAX_STAT_PROMPTS = 2048  # prompts whose initial hidden states set the standardisation
-
-
-def _rng_devices(model) -> list[int]:
-    """CUDA devices whose RNG :meth:`LoRAHead.fit` forks (saves and restores)."""
-    return sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
 
 
 @contextmanager
@@ -226,11 +215,16 @@ class LoRAHead:
                 raise ValueError("init was trained on another model object; stage 2 continues on the same model")
             self.config = cfg = replace(cfg, rank=init.config.rank, alpha=init.config.alpha,
                                         target_modules=init.target_modules_)
-        if val is None and len(prompts) >= MIN_SAMPLES_FOR_VALIDATION and cfg.validation_fraction > 0:
+        epochs = None
+        if val is None and cfg.validation == "cv" and len(prompts) >= 2 and cfg.validation_fraction > 0:
+            epochs = self._cv_epochs(prompts, y, init)  # the final fit then follows the folds' schedule
+        elif val is None and len(prompts) >= MIN_SAMPLES_FOR_VALIDATION and cfg.validation_fraction > 0:
             train_idx, val_idx = holdout_split(len(prompts), cfg.validation_fraction, cfg.random_state)
             val = ([prompts[i] for i in val_idx], y[val_idx])
             prompts, y = [prompts[i] for i in train_idx], y[train_idx]
-        epochs = cfg.max_epochs if val is not None else min(cfg.max_epochs, cfg.epochs_without_validation)
+        plan = cfg.max_epochs if epochs is not None else None
+        if epochs is None:
+            epochs = cfg.max_epochs if val is not None else min(cfg.max_epochs, cfg.epochs_without_validation)
 
         with torch.random.fork_rng(devices=_rng_devices(self.model)):
             torch.manual_seed(cfg.random_state)  # peft's adapter init and LoRA dropout draw from the global RNG
@@ -247,7 +241,7 @@ class LoRAHead:
                 self.mean_, self.scale_ = init.mean_.clone(), init.scale_.clone()
             else:
                 self._init_head(hidden_size, prompts, generator)
-            history, best = self._train(prompts, y, val, epochs, generator)
+            history, best = self._train(prompts, y, val, epochs, generator, plan or epochs)
         self.history_, self.n_epochs_, self.best_epoch_ = history, history[-1][0], best
         self.best_val_loss_ = None if val is None else history[best][2]
         return self
@@ -273,7 +267,25 @@ class LoRAHead:
         self.mean_, self.scale_ = states.mean(dim=0).float(), scale.float()
         self.head_ = head.to(self.mean_.device)
 
-    def _train(self, prompts, y, val, epochs, generator) -> tuple[list, int]:
+    def _cv_epochs(self, prompts: list[str], y: np.ndarray, init) -> int:
+        """Epochs chosen by seeded k-fold cross-validation (leave-one-out below MIN_SAMPLES_FOR_VALIDATION):
+        each fold trains a head of its own on the same model (from ``init`` when given) and is then released."""
+        from sklearn.model_selection import KFold
+
+        n = len(prompts)
+        n_splits = n if n < MIN_SAMPLES_FOR_VALIDATION else min(self.config.cv_folds, n // 2)
+        folds = KFold(n_splits=n_splits, shuffle=True, random_state=self.config.random_state)
+        best = []
+        for i, (tr, va) in enumerate(folds.split(np.arange(n))):
+            cfg = replace(self.config, validation="holdout", random_state=self.config.random_state + 1 + i)
+            fold = LoRAHead(self.model, self.tokenizer, cfg, base_model=self.base_model)
+            fold.fit([prompts[j] for j in tr], y[tr], val=([prompts[j] for j in va], y[va]), init=init)
+            best.append(fold.best_epoch_)
+            fold.release()
+        self.cv_best_epochs_ = best
+        return int(np.median(best))
+
+    def _train(self, prompts, y, val, epochs, generator, plan_epochs) -> tuple[list, int]:
         import torch
 
         cfg = self.config
@@ -284,7 +296,7 @@ class LoRAHead:
         optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
         n_batches = math.ceil(len(prompts) / cfg.batch_size)
         steps_per_epoch = math.ceil(n_batches / cfg.grad_accumulation)
-        total = max(1, epochs * steps_per_epoch)
+        total = max(1, plan_epochs * steps_per_epoch)  # the schedule's length; training may stop before it
         warmup = math.ceil(cfg.warmup_ratio * total)
 
         def rate(step):  # linear warm-up, then linear decay; no step at rate 0 (a 1-step stage 2 still learns)
@@ -371,79 +383,19 @@ class LoRAHead:
         """Write the peft adapter (``adapter_config.json`` + ``adapter_model.safetensors``, readable by
         ``peft.PeftModel.from_pretrained(base, directory)``), ``head.safetensors`` (head weight/bias, mean, scale)
         and ``head.json`` (format, base model, config, target modules, training history). No pickle.
+        Raises ValueError when not fitted."""
+        from elical.heads.lora_io import save_lora_head
 
-        Raises ValueError when not fitted.
-        """
-        import torch
-        from peft import get_peft_model_state_dict
-        from safetensors.torch import save_file
-
-        if not hasattr(self, "head_"):
-            raise ValueError("this LoRAHead is not fitted yet; nothing to save")
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        state = get_peft_model_state_dict(self.model, adapter_name=self.adapter_name_)
-        adapter = {_PEFT_PREFIX + k: v.detach().cpu().contiguous() for k, v in state.items()}
-        head = {"head.weight": self.head_.weight, "head.bias": self.head_.bias, "mean": self.mean_,
-                "scale": self.scale_}
-        head = {k: v.detach().cpu().contiguous().to(torch.float32) for k, v in head.items()}
-        meta = {
-            "format": _FORMAT, "format_version": _FORMAT_VERSION, "base_model": self.base_model,
-            "hidden_size": int(self.head_.in_features), "target_modules": list(self.target_modules_),
-            "token": "last real prompt token", "layer": "final (after the final norm)",
-            "config": {**asdict(self.config), "target_modules": list(self.target_modules_)},
-            "fitted": {"n_epochs_": self.n_epochs_, "best_epoch_": self.best_epoch_,
-                       "best_val_loss_": self.best_val_loss_, "history_": [list(r) for r in self.history_]},
-        }
-        peft_cfg = copy.deepcopy(self.peft_config_)
-        peft_cfg.base_model_name_or_path = self.base_model
-        peft_cfg.save_pretrained(str(directory))
-        for name, tensors in (("adapter_model.safetensors", adapter), ("head.safetensors", head)):
-            save_file(tensors, str(directory / (name + ".tmp")), metadata={"format": "pt"})
-            os.replace(directory / (name + ".tmp"), directory / name)
-        (directory / "head.json.tmp").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        os.replace(directory / "head.json.tmp", directory / "head.json")
+        save_lora_head(self, directory)
 
     @classmethod
     def load(cls, directory, model=None, device: str = "cpu") -> LoRAHead:
         """Read a head written by :meth:`save` (safetensors + JSON, no pickle).
 
-        ``model``: None (load ``head.json``'s ``base_model`` with :func:`elical.generation.models.load_model` on ``device``;
-        ``device="auto"`` spreads it over the GPUs with accelerate) or a ``(model, tokenizer)`` pair already loaded
-        (shared: the adapter is added to it). Raises FileNotFoundError for missing files, ValueError for a
-        directory that is not a LoRAHead or weights that do not match the model.
-        """
-        import torch
-        from peft import set_peft_model_state_dict
-        from safetensors.torch import load_file
+        ``model``: None (load ``head.json``'s ``base_model`` with :func:`elical.generation.models.load_model` on
+        ``device``; ``device="auto"`` spreads it over the GPUs with accelerate) or a ``(model, tokenizer)`` pair
+        already loaded (shared: the adapter is added to it). Raises FileNotFoundError for missing files,
+        ValueError for a directory that is not a LoRAHead or weights that do not match the model."""
+        from elical.heads.lora_io import load_lora_head
 
-        directory = Path(directory)
-        meta = json.loads((directory / "head.json").read_text(encoding="utf-8"))
-        if meta.get("format") != _FORMAT:
-            raise ValueError(f"{directory / 'head.json'}: not a {_FORMAT} file (format={meta.get('format')!r})")
-        lm, tok = model if model is not None else load_model(meta["base_model"], device)
-        known = {f.name for f in fields(LoRAConfig)}
-        config = LoRAConfig(**{k: v for k, v in meta["config"].items() if k in known})
-        head = cls(lm, tok, config, base_model=meta["base_model"])
-        if lm.config.hidden_size != meta["hidden_size"]:
-            raise ValueError(f"{directory}: head was trained on hidden size {meta['hidden_size']}, the model has "
-                             f"{lm.config.hidden_size}")
-        with torch.random.fork_rng(devices=_rng_devices(lm)):
-            head._inject(meta["target_modules"])
-        adapter = {k[len(_PEFT_PREFIX):]: v for k, v in load_file(str(directory / "adapter_model.safetensors")).items()}
-        result = set_peft_model_state_dict(lm, adapter, adapter_name=head.adapter_name_)
-        missing = [k for k in getattr(result, "missing_keys", []) if f".{head.adapter_name_}." in k]
-        if missing:
-            raise ValueError(f"{directory / 'adapter_model.safetensors'}: {len(missing)} adapter weights missing "
-                             f"(e.g. {missing[0]}): not an adapter of this model")
-        tensors = load_file(str(directory / "head.safetensors"))
-        out_device = head._device
-        linear = torch.nn.Linear(meta["hidden_size"], 1)
-        linear.load_state_dict({"weight": tensors["head.weight"], "bias": tensors["head.bias"]})
-        head.head_ = linear.to(out_device)
-        head.mean_, head.scale_ = tensors["mean"].to(out_device), tensors["scale"].to(out_device)
-        fitted = meta["fitted"]
-        head.history_ = [tuple(r) for r in fitted["history_"]]
-        head.n_epochs_, head.best_epoch_ = fitted["n_epochs_"], fitted["best_epoch_"]
-        head.best_val_loss_ = fitted["best_val_loss_"]
-        return head
+        return load_lora_head(cls, directory, model, device)

@@ -30,6 +30,10 @@ class LoRAConfig:
         ``min(max_epochs, epochs_without_validation)`` epochs and the last weights).
     freeze_lora : train the head only, keeping the adapter as it starts (stage 2 option; the paper's default,
         and ours, is to keep training it).
+    validation : "holdout" (the seeded ``validation_fraction``, best epoch kept) or "cv": ``cv_folds``-fold
+        cross-validation (leave-one-out below :data:`elical.heads.validation.MIN_SAMPLES_FOR_VALIDATION`) picks
+        the number of epochs (median of the folds' best, 0 allowed), then the head trains on all prompts for
+        that many on the folds' schedule -- the path of the probe heads' stage 2 and Cal-Only.
     random_state : seeds the adapter and head initialisation, the validation split, the shuffling and LoRA
         dropout; the global torch RNG state is saved and restored around :meth:`LoRAHead.fit`.
     """
@@ -51,12 +55,16 @@ class LoRAConfig:
     validation_fraction: float = 0.2
     epochs_without_validation: int = 5
     freeze_lora: bool = False
+    validation: str = "holdout"
+    cv_folds: int = 5
     random_state: int = 0
 
     def __post_init__(self):
         if self.target_modules is not None:
             object.__setattr__(self, "target_modules", tuple(self.target_modules))
-        for name in ("rank", "batch_size", "grad_accumulation", "patience"):
+        if self.validation not in ("holdout", "cv"):
+            raise ValueError(f"LoRAConfig.validation must be 'holdout' or 'cv', got {self.validation!r}")
+        for name in ("rank", "batch_size", "grad_accumulation", "patience", "cv_folds"):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"LoRAConfig.{name} must be a positive integer, got {value!r}")
@@ -96,3 +104,13 @@ def detect_target_modules(model) -> tuple[str, ...]:
     if not names:
         raise ValueError(f"no linear projection found in {type(model).__name__} to put LoRA adapters on")
     return tuple(sorted(names))
+
+
+_FORMAT = "elical.LoRAHead"  # head.json "format" of a saved LoRAHead
+_FORMAT_VERSION = 1
+_PEFT_PREFIX = "base_model.model."  # key prefix of a PeftModel's adapter file: PeftModel.from_pretrained reads ours
+
+
+def _rng_devices(model) -> list[int]:
+    """CUDA devices whose RNG :meth:`elical.heads.lora.LoRAHead.fit` forks (saves and restores)."""
+    return sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})

@@ -88,22 +88,25 @@ def fit_lora_elical(eli_head: LoRAHead, prompts_k, y_k, *, config: LoRAConfig | 
 
     ``prompts_k``: k prompts; ``y_k``: shape (k,), in [0, 1] (sample accuracy ``c_acc``, or greedy correctness).
     The config defaults to ``eli_head.config`` with ``overrides`` (e.g. ``freeze_lora=True`` to train the head
-    only, ``max_epochs``); rank, alpha and target modules stay stage 1's. Validation is a seeded held-out part of
-    the k questions (none below :data:`elical.heads.validation.MIN_SAMPLES_FOR_VALIDATION`); if no epoch beats the stage-1
-    weights on it, the stage-1 weights are kept. ``eli_head`` is not modified.
+    only, ``max_epochs``); rank, alpha and target modules stay stage 1's. Validation as the probe heads' stage 2:
+    cross-validation inside the k questions (``validation="cv"``, leave-one-out below
+    :data:`elical.heads.validation.MIN_SAMPLES_FOR_VALIDATION`) picks the epochs, 0 keeping the stage-1 weights,
+    then all k train; ``validation="holdout"`` in ``overrides`` holds out a part instead. ``eli_head`` is not
+    modified.
     """
     if not isinstance(eli_head, LoRAHead):
         raise ValueError(f"eli_head must be a fitted LoRAHead, got {type(eli_head).__name__}")
-    cfg = replace(config if config is not None else eli_head.config, **overrides)
+    cfg = replace(config if config is not None else eli_head.config, **{"validation": "cv", **overrides})
     head = LoRAHead(eli_head.model, eli_head.tokenizer, cfg, base_model=eli_head.base_model)
     return head.fit(prompts_k, y_k, init=eli_head)
 
 
 def fit_lora_cal_only(model, tokenizer, prompts_k, y_k, *, config: LoRAConfig | None = None,
-                      base_model: str | None = None) -> LoRAHead:
+                      base_model: str | None = None, validation: str = "cv") -> LoRAHead:
     """Cal-Only baseline: the LoRA + linear head trained from scratch on the same k labelled questions
-    (Ni et al., arXiv 2510.17509). Validation inside the k questions as :func:`fit_lora_elical`."""
-    return LoRAHead(model, tokenizer, config, base_model=base_model).fit(prompts_k, y_k)
+    (Ni et al., arXiv 2510.17509). Validation inside the k questions as :func:`fit_lora_elical` (all k train)."""
+    cfg = replace(config if config is not None else LoRAConfig(), validation=validation)
+    return LoRAHead(model, tokenizer, cfg, base_model=base_model).fit(prompts_k, y_k)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Sequence
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from elical.judges.text import find_spans, tokens
 
-__all__ = ["asked_type", "entities", "first_entity", "choice_options", "picked_option", "ends_with_place", "place_words", "uncut", "slot_equivalent",
-           "slot_correct"]
+__all__ = ["asked_type", "entities", "first_entity", "choice_options", "picked_option", "ends_with_place",
+           "place_words", "less_specific", "places_only", "uncut", "slot_equivalent", "slot_correct"]
 
 _COUNTRY_EXTRA = {
     "US": ["United States", "United States of America"], "GB": ["United Kingdom", "Great Britain", "Britain",
@@ -176,6 +177,34 @@ def first_entity(text: str, kind: str, question: str | None = None) -> tuple[str
     return code, hedge
 
 
+_WHERE = re.compile(r"^\s*where\b")
+
+
+def less_specific(short: Sequence[str], long_: Sequence[str], question: str | None) -> bool:
+    """For a "where" question, ``short`` names only countries / continents / states and ``long_`` adds another
+    name ("the Netherlands" vs "Amsterdam, Netherlands" for "Where was X born?", GUIDELINE rule 3)."""
+    if not question or not _WHERE.search(question.casefold()) or len(place_words(short)) < len(short):
+        return False
+    return len(place_words(long_)) < len(long_)
+
+
+# A question that asks for a city or a currency: an answer naming only countries / continents / states (or
+# their demonyms) leaves the slot empty ("Zimbabwe is a country in East Africa" for its capital, rules 3, 10).
+_FINER = re.compile(r"\b(?:capital(?: city)? of|(?:which|what) (?:city|town|currency)|currency (?:of|is)|in what city)\b")
+
+
+def places_only(words: Sequence[str], question: str | None) -> bool:
+    """For a question asking a currency (a city), ``words`` (an answer span) name only countries, continents or
+    US states (and a continent): the asked slot is not filled."""
+    q = (question or "").casefold()
+    if not words or asked_type(question) or not _FINER.search(q):
+        return False
+    found = _matches(list(words))
+    # a country can be a city ("Monaco", "Singapore"), a continent cannot
+    return sum(e - s for _, _, s, e in found) == len(words) and (
+        "currency" in q or any(kind == "continent" for kind, _, _, _ in found))
+
+
 # ---------------------------------------------------------------- choice questions
 
 _COMPARATIVE = re.compile(
@@ -217,6 +246,10 @@ def choice_options(question: str | None) -> tuple[list[tuple[str, ...]], set[str
 def picked_option(text: str, options: list[tuple[str, ...]], predicate: set[str]) -> int | None:
     """Index of the option ``text`` picks (the one it names first), or None when it names neither option or
     does not say the predicate (a description of one option is no pick, rule 13)."""
+    head = re.split(r"\s*(?:[.!;:](?:\s|$)| [-–—] )", text.strip(), maxsplit=1)[0]
+    head = tuple(tokens(re.sub(r"^(?:the|answer(?: is)?)\b\W*", "", head, flags=re.I)))
+    if head in options:  # a bare name as the answer ("Bo Li." / "Bo Li - the elder one")
+        return options.index(head)
     toks = tokens(text)
     if not predicate & set(toks):
         return None
@@ -242,7 +275,7 @@ def slot_equivalent(a: str, b: str, question: str | None) -> int | None:
     choice = choice_options(question)
     if choice:
         pa, pb = picked_option(a, *choice), picked_option(b, *choice)
-        return None if pa is None and pb is None else int(pa == pb)
+        return int(pa is not None and pa == pb)  # neither picks: no answer (rules 5, 13)
     kind = asked_type(question)
     if kind:
         (ea, ha), (eb, hb) = first_entity(a, kind, question), first_entity(b, kind, question)

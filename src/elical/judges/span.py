@@ -12,6 +12,9 @@ located in", "was born in", "was written by") are removed, and numbers are read 
 * **correctness** (`SpanCorrectnessJudge`, "span-contains"): the gold alias's own span (its words beyond the
   question) occurs in the response's span, numbers compared as values, short codes as exact tokens.
 
+Before the spans, `elical.judges.slots` decides what fills the asked slot where it can: the option a choice
+question's answer picks, the first country / continent / US state a typed question's answer names (demonyms
+included: "French" is France); a text cut off by the token limit loses its last, maybe partial, word (`uncut`).
 An answer with nothing beyond the question (an echo, "I don't know", empty) matches nothing, and an alias made
 only of question words cannot make an answer correct ("Mexico" for "What is the capital of Mexico?"). A question
 shown with lettered choices (MMLU in the QA layout, lines "A. ...") is judged by the one choice each answer names
@@ -32,7 +35,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from elical.judges.base import CorrectnessBase, PairJudge, check_alias_pairs, check_pairs, question_at
 from elical.judges.choices import choices_named, mmlu_choice
 from elical.judges.rules import _code_in, is_code
-from elical.judges.slots import place_words, slot_correct, slot_equivalent, uncut
+from elical.judges.slots import less_specific, places_only, slot_correct, slot_equivalent, uncut
 from elical.judges.text import find_spans, fold, normalize_answer, numbers_in, strip_numbers, tokens
 
 __all__ = ["Span", "answer_span", "SpanEquivalenceJudge", "SpanCorrectnessJudge", "span_equivalent", "span_correct",
@@ -58,7 +61,7 @@ _FRAME_WORDS = {
 # Class nouns that describe what an answer is rather than name it ("a car made by Chevrolet", "Microsoft
 # Corporation", "a word in English"); tried as frame words
 _CLASS_NOUNS = {"word", "words", "car", "cars", "model", "company", "corporation", "corp", "inc", "manufacturer",
-                "brand", "creation", "production", "type", "kind"}
+                "brand", "creation", "production", "type", "kind", "element"}
 
 _FRAME = frozenset((ENGLISH_STOP_WORDS - _CONTENT) | _FRAME_WORDS | _CLASS_NOUNS) - {"yes", "no"}
 _NON_ANSWER = re.compile(
@@ -131,6 +134,8 @@ def _question_terms(question: str | None) -> _QuestionTerms:
         for start, end in find_spans(name, qtokens):
             claimed[start:end] = [True] * (end - start)
     standalone = {t for t, c in zip(qtokens, claimed) if not c}
+    # inflections of the question's words ("incomes" asked, "income" answered) are question words too
+    standalone |= {f for t in standalone if len(t) >= 4 for f in (t + "s", t + "es", t[:-1] if t[-1] == "s" else t)}
     drop = (standalone - _options(question)) - {"yes", "no"}
     return _QuestionTerms(frozenset(drop), tuple(names), frozenset(numbers_in(question)))
 
@@ -143,6 +148,10 @@ def _delete_phrases(toks: list[str], phrases) -> list[str]:
 
 
 def _is_non_answer(text: str) -> bool:
+    """A refusal, or a text that is only a question ("The capital of which country is Peru?")."""
+    text = text.strip()
+    if text.endswith("?") and not re.search(r"[.!?]\s", text):
+        return True
     return _NON_ANSWER.search(fold(text).replace("’", "'")) is not None
 
 
@@ -202,17 +211,6 @@ def _hedged(text: str, words: Sequence[str]) -> bool:
     return re.search(pattern, folded) is not None
 
 
-_WHERE = re.compile(r"^\s*where\b")
-
-
-def _less_specific(short: Sequence[str], long_: Sequence[str], question: str | None) -> bool:
-    """For a "where" question, ``short`` names only countries / continents / states and ``long_`` adds another
-    name ("the Netherlands" vs "Amsterdam, Netherlands" for "Where was X born?", GUIDELINE rule 3)."""
-    if not question or not _WHERE.search(fold(question)) or len(place_words(short)) < len(short):
-        return False
-    return len(place_words(long_)) < len(long_)
-
-
 def _months(text: str) -> set[str]:
     return set(tokens(text)) & _MONTHS
 
@@ -237,12 +235,14 @@ def span_equivalent(a: str, b: str, question: str | None = None, fuzzy_cut: floa
     if choices:
         ca, cb = mmlu_choice(a, choices), mmlu_choice(b, choices)
         return int(ca is not None and ca == cb)
+    if _is_non_answer(a) or _is_non_answer(b):
+        return 0
     a, b = uncut(a), uncut(b)
     slot = slot_equivalent(a, b, question)
     if slot is not None:
         return slot
     sa, sb = answer_span(a, question), answer_span(b, question)
-    if sa.empty or sb.empty:
+    if sa.empty or sb.empty or places_only(sa.words, question) or places_only(sb.words, question):
         return 0
     numeric = bool(question) and _NUMERIC_QUESTION.search(fold(question)) is not None
     verdict = _numbers_verdict(sa, sb, numeric)
@@ -260,7 +260,7 @@ def span_equivalent(a: str, b: str, question: str | None = None, fuzzy_cut: floa
         return 1
     short, long_ = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
     if find_spans(short, long_) or _covered(short, long_) or _fuzzy(wa, wb, fuzzy_cut):
-        return int(not _hedged(a if long_ is wa else b, short) and not _less_specific(short, long_, question))
+        return int(not _hedged(a if long_ is wa else b, short) and not less_specific(short, long_, question))
     return None
 
 

@@ -1,0 +1,146 @@
+"""A second development set for the EQUIVALENCE judgement (kind "greedy-sample"): dev2.jsonl.
+
+Run from the repository root:
+
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/judge_pairs/make_dev2.py gen ../shared/data/honestybench-qa
+    python benchmarks/judge_pairs/make_dev2.py draw     # dev2_outputs.jsonl -> dev2_candidates.jsonl (unlabelled)
+    python benchmarks/judge_pairs/make_dev2.py merge    # dev2_candidates.jsonl + dev2_labels.jsonl -> dev2.jsonl
+
+Questions: random.Random(7) draws NEW questions (in neither pairs.jsonl nor tests/data/judge_pairs.jsonl) from
+seven HonestyBench sets and the embedded `facts` set, keeping only questions that draw_pairs.part_of puts on the
+DEV side of the split (so no dev2 question can ever be a test question, now or later). Generation is the same as
+make_candidates.py (real SmolLM2-135M-Instruct, QA prompt, greedy + 8 samples, T=1.0, top-p 0.95, top-k 50, 24
+new tokens, seed 0, batch 8). Pairs: up to 3 greedy-sample pairs per question chosen by text features only
+(shared words with the greedy answer, same last word, random), never by a judge's verdict; labels are by hand
+(GUIDELINE.md) in dev2_labels.jsonl.
+"""
+
+import json
+import random
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from draw_pairs import jaccard, last_word, norm, part_of  # noqa: E402
+
+OUT = HERE / "dev2_outputs.jsonl"
+CAND = HERE / "dev2_candidates.jsonl"
+LABELS = HERE / "dev2_labels.jsonl"
+DEV2 = HERE / "dev2.jsonl"
+
+# dataset -> [(how many, filter name or None)]; filters from make_candidates.py
+PLAN = {
+    "nq": [(8, None)],
+    "hq": [(6, "comparison"), (4, None)],
+    "2wikimultihopqa": [(6, "comparison"), (4, None)],
+    "pararel_patterns": [(6, "alias_in_question"), (6, None)],
+    "web_questions": [(3, "alias_in_question"), (6, None)],
+    "popqa": [(4, "capital"), (6, None)],
+    "complex_web_questions": [(7, None)],
+}
+FACTS_PLAN = {
+    "country_capital": 8, "capital_country": 7, "country_currency": 3, "country_continent": 6,
+    "country_language": 6, "country_calling_code": 3, "city_country": 7, "us_city_state": 4,
+    "element_symbol": 4, "symbol_element": 4, "element_number": 3, "number_element": 2,
+}
+
+
+def choose(data_dir):
+    import make_candidates as mc
+    from elical.data.facts import load_facts
+    tests = {"comparison": mc.comparison, "alias_in_question": mc.alias_in_question, None: None,
+             "capital": lambda q: q["question"].startswith("What is the capital of")}
+    old = set()
+    for p in (HERE / "pairs.jsonl", HERE.parents[1] / "tests" / "data" / "judge_pairs.jsonl"):
+        old |= {norm(json.loads(x)["question"]) for x in p.read_text(encoding="utf-8").splitlines() if x.strip()}
+    rng, chosen, taken = random.Random(7), [], set(old)
+
+    def pick(pool, n, test):
+        pool = [q for q in pool if norm(q["question"]) not in taken and part_of(q["question"]) == "dev"
+                and (test is None or test(q))]
+        got = rng.sample(pool, min(n, len(pool)))
+        taken.update(norm(q["question"]) for q in got)
+        return got
+
+    for name, plan in PLAN.items():
+        qs = mc.read_questions(name, data_dir)
+        for n, t in plan:
+            chosen += pick(qs, n, tests[t])
+    by = {}
+    for q in load_facts():
+        by.setdefault(q["relation"], []).append(q)
+    for rel, n in FACTS_PLAN.items():
+        chosen += pick(by[rel], n, None)
+    return chosen
+
+
+def gen(data_dir):
+    from elical.generation.base import DecodingConfig, build_prompt
+    from elical.generation.models import load_model
+    from elical.generation.prefix_sharing import PrefixSharingGenerator
+    chosen = choose(data_dir)
+    print(len(chosen), "questions", flush=True)
+    model, tok = load_model()
+    g = PrefixSharingGenerator(model, tok, DecodingConfig(n_samples=8, max_new_tokens=24, batch_size=8))
+    with open(OUT, "w", encoding="utf-8") as out:
+        for i in range(0, len(chosen), 8):
+            batch = chosen[i:i + 8]
+            gens = g.generate([build_prompt(tok, q["question"]) for q in batch],
+                              [f"{q['dataset']}|{q['question']}" for q in batch], seed=0)
+            for q, r in zip(batch, gens):
+                out.write(json.dumps({"dataset": q["dataset"], "relation": q.get("relation"),
+                                      "question": q["question"], "answer": q["answer"],
+                                      "greedy": r.greedy_response, "samples": r.sampling_response},
+                                     ensure_ascii=False) + "\n")
+            print(i + len(batch), "/", len(chosen), flush=True)
+
+
+def draw():
+    """Up to 3 distinct samples per question: the two nearest the greedy answer (word Jaccard, not identical),
+    then one ending in the same word, else one at random."""
+    rng, n = random.Random(7), 0
+    with open(CAND, "w", encoding="utf-8") as out:
+        for line in OUT.read_text(encoding="utf-8").splitlines():
+            o = json.loads(line)
+            a = o["greedy"]
+            distinct = list(dict.fromkeys(s for s in o["samples"] if s.strip() and s != a))
+            near = sorted(distinct, key=lambda s: -jaccard(a, s))
+            picks = near[:2]
+            rest = [s for s in distinct if s not in picks]
+            same_end = [s for s in rest if last_word(s) == last_word(a)]
+            if same_end or rest:
+                picks.append(same_end[0] if same_end else rng.choice(rest))
+            if not distinct and o["samples"]:
+                picks = [o["samples"][0]]  # every sample identical to the greedy answer
+            for b in picks:
+                out.write(json.dumps({"pair_id": f"dev2-{n:04d}", "part": "dev", "kind": "greedy-sample",
+                                      "dataset": o["dataset"], "question": o["question"], "a": a, "b": b,
+                                      "aliases": o["answer"]}, ensure_ascii=False) + "\n")
+                n += 1
+    print(n, "candidates")
+
+
+def merge():
+    labels = {}
+    for x in LABELS.read_text(encoding="utf-8").splitlines():
+        if x.strip():
+            d = json.loads(x)
+            labels[d["pair_id"]] = d
+    kept = 0
+    with open(DEV2, "w", encoding="utf-8") as out:
+        for x in CAND.read_text(encoding="utf-8").splitlines():
+            c = json.loads(x)
+            lab = labels.get(c["pair_id"])
+            if lab is None or lab["label"] is None:
+                continue
+            assert part_of(c["question"]) == "dev"
+            c.update(label=lab["label"], category=lab["category"])
+            out.write(json.dumps(c, ensure_ascii=False) + "\n")
+            kept += 1
+    print(kept, "pairs ->", DEV2)
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    {"gen": lambda: gen(sys.argv[2]), "draw": draw, "merge": merge}[cmd]()

@@ -1,0 +1,87 @@
+"""Saving and loading a :class:`elical.heads.lora.LoRAHead`: a peft adapter directory plus the head as
+safetensors and JSON (no pickle anywhere)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from elical.generation.models import load_model
+from elical.heads.lora_config import _FORMAT, _FORMAT_VERSION, _PEFT_PREFIX, LoRAConfig, _rng_devices
+
+__all__ = ["save_lora_head", "load_lora_head"]
+
+
+def save_lora_head(head, directory) -> None:
+    """See :meth:`elical.heads.lora.LoRAHead.save`."""
+    import torch
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    if not hasattr(head, "head_"):
+        raise ValueError("this LoRAHead is not fitted yet; nothing to save")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    state = get_peft_model_state_dict(head.model, adapter_name=head.adapter_name_)
+    adapter = {_PEFT_PREFIX + k: v.detach().cpu().contiguous() for k, v in state.items()}
+    tensors = {"head.weight": head.head_.weight, "head.bias": head.head_.bias, "mean": head.mean_,
+               "scale": head.scale_}
+    tensors = {k: v.detach().cpu().contiguous().to(torch.float32) for k, v in tensors.items()}
+    meta = {
+        "format": _FORMAT, "format_version": _FORMAT_VERSION, "base_model": head.base_model,
+        "hidden_size": int(head.head_.in_features), "target_modules": list(head.target_modules_),
+        "token": "last real prompt token", "layer": "final (after the final norm)",
+        "config": {**asdict(head.config), "target_modules": list(head.target_modules_)},
+        "fitted": {"n_epochs_": head.n_epochs_, "best_epoch_": head.best_epoch_,
+                   "best_val_loss_": head.best_val_loss_, "history_": [list(r) for r in head.history_]},
+    }
+    peft_cfg = copy.deepcopy(head.peft_config_)
+    peft_cfg.base_model_name_or_path = head.base_model
+    peft_cfg.save_pretrained(str(directory))
+    for name, part in (("adapter_model.safetensors", adapter), ("head.safetensors", tensors)):
+        save_file(part, str(directory / (name + ".tmp")), metadata={"format": "pt"})
+        os.replace(directory / (name + ".tmp"), directory / name)
+    (directory / "head.json.tmp").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    os.replace(directory / "head.json.tmp", directory / "head.json")
+
+
+
+def load_lora_head(cls, directory, model=None, device: str = "cpu"):
+    """See :meth:`elical.heads.lora.LoRAHead.load`; ``cls`` is the head class to build."""
+    import torch
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
+    meta = json.loads((directory / "head.json").read_text(encoding="utf-8"))
+    if meta.get("format") != _FORMAT:
+        raise ValueError(f"{directory / 'head.json'}: not a {_FORMAT} file (format={meta.get('format')!r})")
+    lm, tok = model if model is not None else load_model(meta["base_model"], device)
+    known = {f.name for f in fields(LoRAConfig)}
+    config = LoRAConfig(**{k: v for k, v in meta["config"].items() if k in known})
+    head = cls(lm, tok, config, base_model=meta["base_model"])
+    if lm.config.hidden_size != meta["hidden_size"]:
+        raise ValueError(f"{directory}: head was trained on hidden size {meta['hidden_size']}, the model has "
+                         f"{lm.config.hidden_size}")
+    with torch.random.fork_rng(devices=_rng_devices(lm)):
+        head._inject(meta["target_modules"])
+    adapter = {k[len(_PEFT_PREFIX):]: v for k, v in load_file(str(directory / "adapter_model.safetensors")).items()}
+    result = set_peft_model_state_dict(lm, adapter, adapter_name=head.adapter_name_)
+    missing = [k for k in getattr(result, "missing_keys", []) if f".{head.adapter_name_}." in k]
+    if missing:
+        raise ValueError(f"{directory / 'adapter_model.safetensors'}: {len(missing)} adapter weights missing "
+                         f"(e.g. {missing[0]}): not an adapter of this model")
+    tensors = load_file(str(directory / "head.safetensors"))
+    out_device = head._device
+    linear = torch.nn.Linear(meta["hidden_size"], 1)
+    linear.load_state_dict({"weight": tensors["head.weight"], "bias": tensors["head.bias"]})
+    head.head_ = linear.to(out_device)
+    head.mean_, head.scale_ = tensors["mean"].to(out_device), tensors["scale"].to(out_device)
+    fitted = meta["fitted"]
+    head.history_ = [tuple(r) for r in fitted["history_"]]
+    head.n_epochs_, head.best_epoch_ = fitted["n_epochs_"], fitted["best_epoch_"]
+    head.best_val_loss_ = fitted["best_val_loss_"]
+    return head
