@@ -110,8 +110,9 @@ def test_default_judges_on_the_dev_set(rows):
 # ---------------------------------------------------------------- the held-out set (benchmarks/judge_pairs)
 
 NEW_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "judge_pairs" / "pairs.jsonl"
-# Measured on the test part by `python benchmarks/judge_agreement.py` (docs/benchmarks.md); None: not yet measured.
-TEST_MEASURED = {DEFAULT_EQUIVALENCE: None, DEFAULT_CORRECTNESS: None}
+# Measured on the test part by `python benchmarks/judge_agreement.py` (docs/benchmarks.md); a judge change that
+# loses more than 0.03 of balanced accuracy there fails this test.
+TEST_MEASURED = {DEFAULT_EQUIVALENCE: 0.897, DEFAULT_CORRECTNESS: 0.913}
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +141,6 @@ def test_new_set_integrity(new_rows):
 @pytest.mark.parametrize("task", ["equivalence", "correctness"])
 def test_default_judges_on_the_test_part(new_rows, task):
     name = DEFAULT_EQUIVALENCE if task == "equivalence" else DEFAULT_CORRECTNESS
-    if TEST_MEASURED[name] is None:
-        pytest.skip("test-part value not measured yet (benchmarks/judge_agreement.py)")
     kind = "greedy-sample" if task == "equivalence" else "answer-gold"
     rows = [r for r in new_rows if r["part"] == "test" and r["kind"] == kind]
     if task == "equivalence":
