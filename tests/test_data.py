@@ -106,3 +106,19 @@ def test_missing_dataset_and_too_many(tmp_path, shared_data):
     by = {"nq": load_dataset("nq", shared_data / "honestybench-qa")}
     with pytest.raises(InputError, match="--n-eval"):
         select_run_questions(by, n_train=10, n_eval=10**6, seed=0)
+
+
+def test_sources_by_name(shared_data):
+    from elical.data import SOURCES
+    from elical.data.sources import load_dataset
+    from elical.records import InputError
+
+    assert SOURCES.names() == ["facts", "mmlu", "qa-folder"]
+    hb, mmlu_dir = shared_data / "honestybench-qa", shared_data / "mmlu"
+    # the embedded facts also beside a QA directory (no folder named facts there), so `--datasets facts,nq` works
+    assert [q["id"] for q in load_dataset("facts", hb)[:3]] == [q["id"] for q in load_dataset("facts")[:3]]
+    mmlu = load_dataset("mmlu", hb, mmlu_dir)
+    assert len(mmlu) == 14042 and {"choices", "answer_index"} <= set(mmlu[0])  # the shared data README's count
+    with pytest.raises(InputError, match="--mmlu-dir"):
+        load_dataset("mmlu", hb)
+    assert len(load_dataset("nq", hb)) == 3610  # the shared data README's count

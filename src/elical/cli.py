@@ -49,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="sizes: smoke (< 3 min on 2 cores, for tests) or default (< 15 min)")
     r.add_argument("--model", help="'smollm2-135m-instruct' (offline default), a local directory or a HF model id")
     r.add_argument("--data-dir", help="directory in the HonestyBench QA layout <dataset>/<split>.jsonl")
+    r.add_argument("--mmlu-dir", help="MMLU directory (test/<subject>_test.csv) for the dataset 'mmlu', the unseen "
+                                      "task (evaluation only), e.g. ../shared/data/mmlu")
     r.add_argument("--datasets", help="comma-separated dataset names (default: facts; with --data-dir: required); "
                    "in-domain ones give the training pool and evaluation questions, out-of-domain ones and MMLU "
                    "evaluation questions only (elical.data.groups)")
@@ -108,6 +110,7 @@ def _config_from_args(args):
         raise InputError(args.data_dir, None, "--datasets", "--data-dir needs --datasets (e.g. --datasets nq,hq)")
     overrides = {
         "model": args.model, "data_dir": os.path.abspath(args.data_dir) if args.data_dir else None,
+        "mmlu_dir": os.path.abspath(args.mmlu_dir) if args.mmlu_dir else None,
         "datasets": tuple(d.strip() for d in args.datasets.split(",") if d.strip()) if args.datasets else None,
         "pool_datasets": tuple(d.strip() for d in args.pool_datasets.split(",") if d.strip())
         if args.pool_datasets else None,

@@ -66,23 +66,36 @@ def _dataset_file(data_dir: Path, name: str) -> Path:
     return files[0]
 
 
-def load_dataset(name: str, data_dir: str | Path | None = None) -> list[dict]:
-    """All questions of one dataset: ``"facts"`` or a folder name under ``data_dir``.
+def load_dataset(name: str, data_dir: str | Path | None = None, mmlu_dir: str | Path | None = None) -> list[dict]:
+    """All questions of one dataset, found by name in :data:`elical.data.SOURCES`: ``"facts"`` (embedded; a
+    folder named ``facts`` under ``data_dir`` wins), ``"mmlu"`` (``mmlu_dir``'s test split, as free-form QA with
+    lettered choices), else a folder name under ``data_dir`` (the HonestyBench QA layout).
 
-    Returns dicts with ``id``, ``dataset``, ``question``, ``answer``. Raises InputError for a missing dataset or
-    a bad line (file, line and field named)."""
-    if name == "facts" and data_dir is None:
-        from elical.data.facts import load_facts
+    Returns dicts with ``id``, ``dataset``, ``question``, ``answer`` (MMLU also ``choices``, ``answer_index``).
+    Raises InputError for a missing dataset, a missing directory or a bad line (file, line and field named)."""
+    from elical.data import SOURCES
 
-        return load_facts()
+    if name == "facts" and (data_dir is None or not (Path(data_dir) / "facts").is_dir()):
+        return SOURCES.create("facts")
+    if name == "mmlu" and (data_dir is None or not (Path(data_dir) / "mmlu").is_dir()):
+        if mmlu_dir is None:
+            raise InputError("--mmlu-dir", None, "--datasets", "dataset 'mmlu' needs --mmlu-dir "
+                             "(e.g. ../shared/data/mmlu)")
+        return SOURCES.create("mmlu", mmlu_dir=mmlu_dir)
     if data_dir is None:
         raise InputError("--data-dir", None, "--datasets", f"dataset '{name}' needs --data-dir")
+    return SOURCES.create("qa-folder", data_dir=data_dir, name=name)
+
+
+def read_qa_folder(data_dir: str | Path, name: str) -> list[dict]:
+    """The questions of ``<data_dir>/<name>/<split>.jsonl`` (exactly one file). Raises InputError."""
     return read_qa_file(_dataset_file(Path(data_dir), name), dataset=name)
 
 
-def load_questions(datasets: Sequence[str], data_dir: str | Path | None = None) -> dict[str, list[dict]]:
+def load_questions(datasets: Sequence[str], data_dir: str | Path | None = None,
+                   mmlu_dir: str | Path | None = None) -> dict[str, list[dict]]:
     """``{dataset: questions}`` for each named dataset (see :func:`load_dataset`)."""
-    return {name: load_dataset(name, data_dir) for name in datasets}
+    return {name: load_dataset(name, data_dir, mmlu_dir) for name in datasets}
 
 
 def select_run_questions(by_dataset: dict[str, list[dict]], n_train: int, n_eval: int, seed: int,

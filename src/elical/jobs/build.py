@@ -84,16 +84,7 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
 def _load_source(name: str, cfg: BuildConfig) -> list[dict]:
     from elical.data.sources import load_dataset
 
-    if name == "facts":
-        return load_dataset("facts", None)
-    if name == "mmlu":
-        if not cfg.mmlu_dir:
-            raise InputError("--mmlu-dir", None, "--datasets", "dataset 'mmlu' needs --mmlu-dir "
-                             "(e.g. ../shared/data/mmlu)")
-        from elical.data.mmlu import load_mmlu
-
-        return load_mmlu(cfg.mmlu_dir, "test")
-    return load_dataset(name, cfg.data_dir)
+    return load_dataset(name, cfg.data_dir, cfg.mmlu_dir)
 
 
 def _limit_key(qid: str) -> str:

@@ -31,6 +31,7 @@ class RunConfig:
     model: str = "smollm2-135m-instruct"
     datasets: tuple[str, ...] = ("facts",)
     data_dir: str | None = None
+    mmlu_dir: str | None = None  # for the dataset "mmlu" (the unseen task; evaluation only)
     # datasets in no group (elical.data.groups) that may feed the training pool; None: in-domain ones only
     pool_datasets: tuple[str, ...] | None = None
     n_train: int = 600
@@ -304,7 +305,7 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     t0 = time.time()
     # every input check before the model is loaded and before anything is written
     check_sizes(cfg.n_train, cfg.n_eval, cfg.k_values)
-    questions = select_run_questions(load_questions(cfg.datasets, cfg.data_dir), cfg.n_train, cfg.n_eval,
+    questions = select_run_questions(load_questions(cfg.datasets, cfg.data_dir, cfg.mmlu_dir), cfg.n_train, cfg.n_eval,
                                      cfg.seed, extra_pool=cfg.pool_datasets or ())
     options = _backend_options(cfg)
     check_run_dir(run_dir, cfg, resume)
