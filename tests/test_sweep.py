@@ -170,3 +170,18 @@ def test_calibrated_baselines_get_the_same_k_labels_and_target_as_elical(run_dir
     for head in ("elical_k8", "cal_only_k8"):
         assert json.loads((run_dir / "heads" / head / "fingerprint.json").read_text())["target"] == "sample-accuracy"
     assert any(p["method"] == "Eli-Only+Isotonic(8)" for p in read_records(run_dir / "predictions.jsonl"))
+
+
+def test_resume_reuses_trained_heads_and_estimator_outputs(run_dir, tmp_path):
+    # A finished run resumed with the same configuration trains no head and recomputes no estimator: every head
+    # file and estimators.json stay byte for byte and untouched (same mtime), and the metrics are the same.
+    copy = tmp_path / "resumed"
+    shutil.copytree(run_dir, copy)
+    files = sorted(p for p in copy.rglob("*") if p.is_file() and ("heads" in p.parts or p.name == "estimators.json"))
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
+    cfg = replace(PRESETS["smoke"], n_train=32, n_eval=16, k_values=(8,), n_bootstrap=1)
+    res = run(cfg, copy, resume=True, progress=False)
+    assert len(files) > 10 and {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == before
+    old = json.loads((run_dir / "results.json").read_text())["results"]["all"]
+    assert {m: v["auroc"] for m, v in res["results"]["all"].items()} == pytest.approx(
+        {m: v["auroc"] for m, v in old.items()}, nan_ok=True)

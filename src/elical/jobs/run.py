@@ -235,6 +235,8 @@ def _stage_heads(run_dir: Path, records: list[dict], feats: np.ndarray, cfg: Run
         stages = HEADS.create(cfg.head, random_state=cfg.seed)
     preds = {}
 
+    resumed = set()  # ids of the heads loaded from an earlier run of this directory (not saved again)
+
     def saved(directory: str, fingerprint: str):
         path = run_dir / "heads" / directory
         try:
@@ -245,17 +247,21 @@ def _stage_heads(run_dir: Path, records: list[dict], feats: np.ndarray, cfg: Run
         if inputs == "prompts":
             from elical.heads.lora import LoRAHead
 
-            return LoRAHead.load(path, model=(model, tok))
-        from elical.heads.probe import ProbeHead
+            head = LoRAHead.load(path, model=(model, tok))
+        else:
+            from elical.heads.probe import ProbeHead
 
-        return ProbeHead.load(path)
+            head = ProbeHead.load(path)
+        resumed.add(id(head))
+        return head
 
     def keep(name: str, directory: str, head, fingerprint: str) -> None:
         path = run_dir / "heads" / directory
-        head.save(path)
-        # what elical.heads.confidence.ConfidenceModel needs to rebuild the features of a new question
-        write_model_json(path, cfg.model, layer=cfg.layer)
-        write_json_atomic(path / "fingerprint.json", {"sha1": fingerprint, "target": cfg.target})
+        if id(head) not in resumed:
+            head.save(path)
+            # what elical.heads.confidence.ConfidenceModel needs to rebuild the features of a new question
+            write_model_json(path, cfg.model, layer=cfg.layer)
+            write_json_atomic(path / "fingerprint.json", {"sha1": fingerprint, "target": cfg.target})
         preds[name] = head.predict(X_test)
 
     ids = [r["id"] for r in pool]
@@ -279,6 +285,44 @@ def _stage_heads(run_dir: Path, records: list[dict], feats: np.ndarray, cfg: Run
     return preds, eli.predict(X_pool)
 
 
+def _stage_estimators(run_dir: Path, test: list[dict], pool: list[dict], cfg: RunConfig, annotator, model, tok,
+                      progress: bool) -> tuple[dict, dict, dict]:
+    """Training-free estimators on the evaluation records (model-based ones too unless turned off) and the
+    record-based ones on the pool (for the calibrated baselines). Semantic entropy clusters with the run's own
+    equivalence judge. Kept in ``estimators.json`` with a fingerprint of their inputs (the records' answers,
+    log-probs and judgements, the model, the judge, the seed), so ``--resume`` reuses them when those match.
+    Returns ({name: test confidences}, {name: info}, {name: pool scores})."""
+    import hashlib
+
+    from elical.jobs.evaluate import model_estimates, record_estimates
+
+    keys = ("id", "greedy_response", "greedy_logprobs", "sampling_response", "sampling_cumulative_logprobs",
+            "consistency_judgement", "consistency_rougeL", "split")
+    blob = json.dumps([[r.get(k) for k in keys] for r in test + pool] + [cfg.model, cfg.equivalence_judge,
+                                                                          cfg.seed, cfg.model_estimators])
+    fingerprint = hashlib.sha1(blob.encode("utf-8")).hexdigest()
+    path = run_dir / "estimators.json"
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved.get("fingerprint") == fingerprint:
+            as_arrays = lambda d: {k: np.array(v, dtype=np.float64) for k, v in d.items()}  # noqa: E731
+            return as_arrays(saved["test"]), saved["info"], as_arrays(saved["pool"])
+    except (OSError, ValueError, KeyError):
+        pass
+    confidences = record_estimates(test, equivalent=annotator.semantic)
+    info = {}
+    if cfg.model_estimators:
+        estimates = model_estimates(model, tok, test, pool, k=8, seed=cfg.seed, batch_size=cfg.batch_size,
+                                    progress=progress)
+        confidences.update({name: e.confidence for name, e in estimates.items()})
+        info = {name: e.info for name, e in estimates.items()}
+    pool_scores = record_estimates(pool, equivalent=annotator.semantic)
+    as_lists = lambda d: {k: [float(x) for x in v] for k, v in d.items()}  # noqa: E731
+    write_json_atomic(path, {"fingerprint": fingerprint, "test": as_lists(confidences), "info": info,
+                             "pool": as_lists(pool_scores)})
+    return confidences, info, pool_scores
+
+
 def _stage_evaluate(run_dir: Path, test_records: list[dict], confidences: dict[str, np.ndarray],
                     cfg: RunConfig) -> dict:
     from elical.evaluation.scoring import score_methods, write_predictions
@@ -296,7 +340,6 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     from elical.jobs.annotate import Annotator, annotate
     from elical.estimators.calibration import calibrated_baselines
     from elical.data.sources import load_questions, select_run_questions
-    from elical.jobs.evaluate import model_estimates, record_estimates
     from elical.generation.base import DecodingConfig, decoding_meta
     from elical.generation.models import load_model
 
@@ -336,21 +379,14 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     pool = [r for r in records if r["split"] == "train"]
     test_records = [r for r in records if r["split"] == "test"]
     t1 = time.time()
-    # Training-free estimators; semantic entropy clusters with the run's own equivalence judge.
-    confidences = record_estimates(test_records, equivalent=annotator.semantic)
-    estimator_info = {}
-    if cfg.model_estimators:
-        estimates = model_estimates(model, tok, test_records, pool, k=8, seed=cfg.seed, batch_size=cfg.batch_size,
-                                    progress=progress)
-        confidences.update({name: e.confidence for name, e in estimates.items()})
-        estimator_info = {name: e.info for name, e in estimates.items()}
+    confidences, estimator_info, pool_scores = _stage_estimators(run_dir, test_records, pool, cfg, annotator,
+                                                                 model, tok, progress)
     timings["estimators_s"] = time.time() - t1
     t1 = time.time()
     training_free = list(confidences)
     head_preds, eli_pool = _stage_heads(run_dir, records, feats, cfg, model, tok)
     confidences.update(head_preds)
     # Post-hoc calibrated baselines on the same k labels (greedy correctness of the k pool questions) as EliCal(k).
-    pool_scores = record_estimates(pool, equivalent=annotator.semantic)
     # The same k labels and the same target as Cal-Only(k) / EliCal(k).
     from elical.heads.labeling import label_targets
 
