@@ -288,3 +288,26 @@ def test_build_with_the_openai_backend_gives_the_transformers_backends_greedy_re
     np.testing.assert_allclose(X_r, X_l, atol=1e-4, rtol=0)
     # a build of one decoder is not resumed with another
     assert main([*args, "--backend", "openai", "--base-url", server_url, "--output", str(tmp_path / "local")]) == 2
+
+
+def test_run_with_the_openai_backend_takes_features_from_the_local_model(server_url, tmp_path):
+    """`elical run --backend openai`: answers from the server, hidden states from a separate local pass (the
+    endpoint gives none), equal to the transformers decoder's prefill states of the same prompts."""
+    from dataclasses import replace
+
+    from elical.generation.features import load_features
+    from elical.jobs.run import PRESETS, run
+    from elical.records import read_records
+
+    cfg = replace(PRESETS["smoke"], n_train=8, n_eval=10, k_values=(4,), n_samples=2, max_new_tokens=6,
+                  model_estimators=False, n_bootstrap=20)
+    run(replace(cfg, backend="openai", base_url=server_url), tmp_path / "remote", progress=False)
+    run(cfg, tmp_path / "local", progress=False)
+    remote = read_records(tmp_path / "remote" / "records" / "annotations.jsonl")
+    local = read_records(tmp_path / "local" / "records" / "annotations.jsonl")
+    assert [r["greedy_response"] for r in remote] == [r["greedy_response"] for r in local]
+    assert {r["meta"]["decoding"]["generator"] for r in remote} == {"OpenAIGenerator"}
+    ids_r, X_r, _ = load_features(tmp_path / "remote" / "features" / "hidden_states.safetensors")
+    ids_l, X_l, _ = load_features(tmp_path / "local" / "features" / "hidden_states.safetensors")
+    assert ids_r == ids_l == [r["id"] for r in local]
+    np.testing.assert_allclose(X_r, X_l, atol=1e-4, rtol=0)

@@ -136,3 +136,13 @@ def test_bad_input_exit_code_2_and_nothing_overwritten(tmp_path, capsys):
 def test_console_script_help():
     out = subprocess.run([sys.executable, "-m", "elical.cli", "run", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--preset" in out.stdout
+
+
+def test_run_backend_options_are_checked_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "o"
+    assert main(["run", "--preset", "smoke", "--backend", "openai", "--output", str(out)]) == 2
+    assert "--base-url" in capsys.readouterr().err and not out.exists()
+    monkeypatch.delenv("ELICAL_TEST_KEY", raising=False)
+    assert main(["run", "--preset", "smoke", "--backend", "openai", "--base-url", "http://127.0.0.1:1/v1",
+                 "--api-key-env", "ELICAL_TEST_KEY", "--output", str(out)]) == 2
+    assert "ELICAL_TEST_KEY" in capsys.readouterr().err and not out.exists()
