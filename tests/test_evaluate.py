@@ -148,7 +148,8 @@ def test_end_to_end_all_estimators_on_real_smollm2_output(tmp_path, smollm2, cap
     from elical.jobs.annotate import Annotator, annotate
     from elical.data.sources import select_run_questions
     from elical.data.facts import load_facts
-    from elical.generation.base import DecodingConfig, TransformersGenerator
+    from elical.generation.base import DecodingConfig
+    from elical.generation.prefix_sharing import TransformersGenerator
 
     model, tok = smollm2
     questions = select_run_questions({"facts": load_facts()}, n_train=4, n_eval=8, seed=1)

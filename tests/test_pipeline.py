@@ -82,7 +82,8 @@ def test_records_do_not_depend_on_the_batch_size_or_on_resuming(tmp_path, smollm
     """8 questions, N = 3, through elical run's generation path (annotate with the transformers decoder) at batch
     sizes 1, 4 and 16, and a run resumed after a partial file: the same records."""
     from elical.data.facts import load_facts
-    from elical.generation.base import DecodingConfig, TransformersGenerator
+    from elical.generation.base import DecodingConfig
+    from elical.generation.prefix_sharing import TransformersGenerator
     from elical.jobs.annotate import Annotator, annotate
 
     model, tok = smollm2

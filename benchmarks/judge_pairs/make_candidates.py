@@ -28,7 +28,7 @@ from elical.data.facts import load_facts
 from elical.data.sources import load_dataset
 from elical.generation.base import DecodingConfig, build_prompt
 from elical.generation.models import load_model
-from elical.generation.prefix_sharing import PrefixSharingGenerator
+from elical.generation.prefix_sharing import TransformersGenerator
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_PAIRS = ROOT / "tests" / "data" / "judge_pairs.jsonl"
@@ -155,7 +155,7 @@ def main(data_dir: str, out_path: str, stages: str = "1,2") -> None:
     todo = [(st, qs) for st, qs in ((1, stage1), (2, stage2)) if str(st) in stages.split(",")]
     print(len(stage1), "+", len(stage2), "questions", flush=True)
     model, tok = load_model()
-    gen = PrefixSharingGenerator(model, tok, DecodingConfig(n_samples=8, max_new_tokens=24, batch_size=8))
+    gen = TransformersGenerator(model, tok, DecodingConfig(n_samples=8, max_new_tokens=24, batch_size=8))
     with open(out_path, "w" if "1" in stages.split(",") else "a", encoding="utf-8") as out:
         for stage, chosen in todo:
             for i in range(0, len(chosen), 8):  # each stage in its own batches

@@ -78,11 +78,11 @@ def choose(data_dir):
 def gen(data_dir):
     from elical.generation.base import DecodingConfig, build_prompt
     from elical.generation.models import load_model
-    from elical.generation.prefix_sharing import PrefixSharingGenerator
+    from elical.generation.prefix_sharing import TransformersGenerator
     chosen = choose(data_dir)
     print(len(chosen), "questions", flush=True)
     model, tok = load_model()
-    g = PrefixSharingGenerator(model, tok, DecodingConfig(n_samples=8, max_new_tokens=24, batch_size=8))
+    g = TransformersGenerator(model, tok, DecodingConfig(n_samples=8, max_new_tokens=24, batch_size=8))
     with open(OUT, "w", encoding="utf-8") as out:
         for i in range(0, len(chosen), 8):
             batch = chosen[i:i + 8]

@@ -187,10 +187,11 @@ def verbal(model, tokenizer, records: Sequence[dict], examples: Sequence[tuple[s
            batch_size: int = 16, max_new_tokens: int = 10, progress: bool = False) -> ModelEstimate:
     """Verbal confidence with the given in-context ``examples`` ((question, confidence) pairs; none = Verbal-0).
 
-    Batched greedy decoding (:class:`elical.generation.base.TransformersGenerator`, deterministic). Returns a
+    Batched greedy decoding (:class:`elical.generation.prefix_sharing.TransformersGenerator`, deterministic). Returns a
     :class:`ModelEstimate` with confidence of shape (len(records),) and the count of unparseable outputs.
     Raises :class:`EstimatorInputError` for a record without a question."""
-    from elical.generation.base import DecodingConfig, TransformersGenerator
+    from elical.generation.base import DecodingConfig
+    from elical.generation.prefix_sharing import TransformersGenerator
 
     prompts = [verbal_prompt(tokenizer, _question(r, i), examples) for i, r in enumerate(records)]
     gen = TransformersGenerator(model, tokenizer, DecodingConfig(n_samples=0, max_new_tokens=max_new_tokens,

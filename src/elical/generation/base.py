@@ -2,8 +2,7 @@
 
 One interface: ``generate(prompts, keys, seed=0, n_samples=None) -> list[Generation]`` with the attributes
 ``tokenizer`` and ``decoding`` (:mod:`elical.generation.backends`). The transformers decoder,
-:class:`TransformersGenerator`, lives in :mod:`elical.generation.prefix_sharing` (imported here on first use, since
-it needs torch and transformers). Decoding follows the EliCal
+:class:`elical.generation.prefix_sharing.TransformersGenerator`, builds on the types here. Decoding follows the EliCal
 paper (Ni et al., 2025, Sec. 4.1): greedy decoding for the evaluated answer, and N samples at temperature 1.0,
 top-p 0.95, top-k 50 for self-consistency. Generation stops at the end of the answer (EOS, or the first
 newline: answers are asked for as one short line).
@@ -14,8 +13,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-__all__ = ["QA_INSTRUCTION", "DecodingConfig", "Generation", "build_prompt", "seed_for", "decoding_meta",
-           "TransformersGenerator"]
+__all__ = ["QA_INSTRUCTION", "DecodingConfig", "Generation", "build_prompt", "seed_for", "decoding_meta"]
 
 QA_INSTRUCTION = "Answer the following question with a short answer only, without explanation.\nQuestion: {question}"
 
@@ -74,12 +72,3 @@ def decoding_meta(generator) -> dict:
     d = generator.decoding
     return {"generator": type(generator).__name__, "n_samples": d.n_samples, "temperature": d.temperature,
             "top_p": d.top_p, "top_k": d.top_k, "max_new_tokens": d.max_new_tokens}
-
-
-def __getattr__(name: str):
-    # the decoder needs torch and transformers, and imports this module: load it on first use
-    if name == "TransformersGenerator":
-        from elical.generation.prefix_sharing import TransformersGenerator
-
-        return TransformersGenerator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,7 +33,7 @@ from transformers.cache_utils import DynamicLayer
 
 from elical.generation.base import DecodingConfig, Generation, seed_for
 
-__all__ = ["TransformersGenerator", "PrefixSharingGenerator", "GrowingLayer", "question_uniforms"]
+__all__ = ["TransformersGenerator", "GrowingLayer", "question_uniforms"]
 
 
 def question_uniforms(seed: int, key: str, steps: int, n: int):
@@ -363,7 +363,3 @@ class TransformersGenerator:
         u = uniforms.to(cdf.dtype)[:, None] * cdf[inv, -1:]
         pick = torch.searchsorted(cdf[inv], u, right=True).clamp(max=k - 1)
         return index[inv].gather(-1, pick)[:, 0]
-
-
-#: the name under which the prefix-sharing decoder was introduced (kept for existing code)
-PrefixSharingGenerator = TransformersGenerator

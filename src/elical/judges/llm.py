@@ -2,7 +2,7 @@
 
 The backend is a callable ``complete(prompts: list[str]) -> list[str]`` (one completion per prompt, greedy /
 temperature 0). Two are provided: `TransformersCompletion` (a local transformers model, through
-`elical.generation.base.TransformersGenerator` and the model's chat template) and `OpenAICompletion` (any
+`elical.generation.prefix_sharing.TransformersGenerator` and the model's chat template) and `OpenAICompletion` (any
 OpenAI-compatible ``/v1/chat/completions`` server: vLLM, llama.cpp server, Ollama, OpenAI).
 
 Prompts (exact text, ``{...}`` filled in; without a question the first line ends "... to a question."):
@@ -84,7 +84,7 @@ def _question_line(template: str, question: str | None) -> str:
 
 
 def _as_complete(backend) -> Callable[[list[str]], list[str]]:
-    from elical.generation.base import TransformersGenerator
+    from elical.generation.prefix_sharing import TransformersGenerator
 
     if hasattr(backend, "complete"):  # e.g. elical.generation.backends.OpenAIGenerator (use endpoint="chat" there)
         return backend.complete
@@ -195,11 +195,12 @@ class TransformersCompletion:
 
     Each prompt is put in the model's chat template (`elical.generation.base.build_prompt` with the prompt as the
     whole user message) and decoded greedily for ``max_new_tokens`` tokens (stopping at a newline or EOS) by
-    `elical.generation.base.TransformersGenerator`, ``batch_size`` prompts at a time.
+    `elical.generation.prefix_sharing.TransformersGenerator`, ``batch_size`` prompts at a time.
     """
 
     def __init__(self, model, tokenizer, max_new_tokens: int = 4, batch_size: int = 16):
-        from elical.generation.base import DecodingConfig, TransformersGenerator
+        from elical.generation.base import DecodingConfig
+        from elical.generation.prefix_sharing import TransformersGenerator
 
         self.tokenizer = tokenizer
         self._gen = TransformersGenerator(model, tokenizer, DecodingConfig(
