@@ -52,7 +52,8 @@ def main() -> None:
     from elical.heads.confidence import ConfidenceModel, write_model_json
     from elical.data.facts import load_facts
     from elical.generation.features import extract_hidden_states
-    from elical.generation.base import DecodingConfig, TransformersGenerator, build_prompt
+    from elical.generation.base import DecodingConfig, build_prompt
+    from elical.generation.prefix_sharing import TransformersGenerator
     from elical.heads.probe import ProbeHead
     from elical.judges import SemanticEquivalenceJudge
     from elical.heads.lora import LoRAConfig, LoRAHead

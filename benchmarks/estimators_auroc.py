@@ -49,7 +49,8 @@ def main(argv=None) -> int:
     from elical.jobs.annotate import Annotator, annotate
     from elical.data.sources import load_questions, select_run_questions
     from elical.jobs.evaluate import evaluate_run
-    from elical.generation.base import DecodingConfig, TransformersGenerator
+    from elical.generation.base import DecodingConfig
+    from elical.generation.prefix_sharing import TransformersGenerator
     from elical.generation.models import load_model
 
     out = Path(args.output or tempfile.mkdtemp(prefix="elical-estimators-"))

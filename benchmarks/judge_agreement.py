@@ -2,7 +2,7 @@
 
     python benchmarks/judge_agreement.py                      # test part of benchmarks/judge_pairs/pairs.jsonl
     python benchmarks/judge_agreement.py --part dev           # the part rules and thresholds were chosen on
-    python benchmarks/judge_agreement.py --pairs tests/data/judge_pairs.jsonl --part all   # the older (dev) set
+    python benchmarks/judge_agreement.py --pairs tests/fixtures/judge_pairs.jsonl --part all   # the older (dev) set
     python benchmarks/judge_agreement.py --nli-model DIR      # + NLI (a local MNLI-style model directory)
     python benchmarks/judge_agreement.py --llm-url http://localhost:8000/v1 --llm-model NAME   # + an LLM judge
 

@@ -9,7 +9,7 @@ STAGES: "1,2" (default: both stages, a new file) or "2" (stage 2 only, appended)
 own batches of 8, so a one-go run gives the same answers as stage 1 followed by an appended stage 2.
 
 Questions: a seeded (random.Random(2026)) draw from all nine HonestyBench QA sets and from several relations of
-the embedded `facts` set, leaving out every question of tests/data/judge_pairs.jsonl (that set tuned the judges).
+the embedded `facts` set, leaving out every question of tests/fixtures/judge_pairs.jsonl (that set tuned the judges).
 Stage 1 (246 questions): about 22 per HonestyBench set and 46 `facts` questions over 13 relations, with questions
 whose gold answer is a number or a date over-weighted and a few per set whose text contains a gold alias (echo
 answers). Stage 2 (100 questions, PLAN2 below): question types the model gets right or answers consistently more

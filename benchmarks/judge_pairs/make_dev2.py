@@ -6,7 +6,7 @@ Run from the repository root:
     python benchmarks/judge_pairs/make_dev2.py draw     # dev2_outputs.jsonl -> dev2_candidates.jsonl (unlabelled)
     python benchmarks/judge_pairs/make_dev2.py merge    # dev2_candidates.jsonl + dev2_labels.jsonl -> dev2.jsonl
 
-Questions: random.Random(7) draws NEW questions (in neither pairs.jsonl nor tests/data/judge_pairs.jsonl) from
+Questions: random.Random(7) draws NEW questions (in neither pairs.jsonl nor tests/fixtures/judge_pairs.jsonl) from
 seven HonestyBench sets and the embedded `facts` set, keeping only questions that draw_pairs.part_of puts on the
 DEV side of the split (so no dev2 question can ever be a test question, now or later). Generation is the same as
 make_candidates.py (real SmolLM2-135M-Instruct, QA prompt, greedy + 8 samples, T=1.0, top-p 0.95, top-k 50, 24

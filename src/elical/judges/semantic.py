@@ -81,7 +81,7 @@ class SemanticEquivalenceJudge(PairJudge, Embedder):
     model_path : str or path, optional
         A sentence-transformers model directory (default: the packaged all-MiniLM-L6-v2), local files only.
     threshold : float, default 0.88
-        Cosine cut, set on the old hand-labelled pairs (tests/data/judge_pairs.jsonl, now dev data).
+        Cosine cut, set on the old hand-labelled pairs (tests/fixtures/judge_pairs.jsonl, now dev data).
         Whole sentences of one template with different entities score high ("The capital of New Zealand is
         Wellington." vs "... Auckland." 0.92): the span judge (`elical.judges.span`) avoids this.
     device : str, default "cpu"

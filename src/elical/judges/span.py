@@ -316,7 +316,7 @@ class SpanEquivalenceJudge(PairJudge):
         Sentence-transformers model directory (default: the packaged all-MiniLM-L6-v2), local files only,
         loaded only when a pair needs it.
     threshold : float in [0, 1], default 0.75
-        Cosine cut on spans, chosen on dev pairs only (tests/data/judge_pairs.jsonl and the dev part of
+        Cosine cut on spans, chosen on dev pairs only (tests/fixtures/judge_pairs.jsonl and the dev part of
         benchmarks/judge_pairs/pairs.jsonl).
     short_threshold : float in [0, 1], default 0.85
         The cut for two short spans (<= 3 words) with no word form in common, mostly two different names.

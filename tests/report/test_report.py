@@ -19,7 +19,7 @@ from elical.evaluation.metrics import evaluate_confidence
 from elical.report.page import build_report, parse_method
 
 # results.json and predictions.jsonl of a real `elical run --preset smoke` (SmolLM2-135M on 32 facts questions).
-REAL_RUN = Path(__file__).parent / "data" / "report_smoke_run"
+REAL_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "report_smoke_run"
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)),
                 None)
 

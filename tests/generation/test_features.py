@@ -49,7 +49,8 @@ def test_layer_choice_and_roundtrip(smollm2, tmp_path):
 def test_prefill_hidden_states_equal_the_separate_pass(smollm2):
     """The decoder's prefill (shared prompt prefix run once, then each prompt's left-padded rest) gives the states
     of the separate right-padded pass, for several layers at once, in a batch and alone."""
-    from elical.generation.base import DecodingConfig, TransformersGenerator
+    from elical.generation.base import DecodingConfig
+    from elical.generation.prefix_sharing import TransformersGenerator
 
     model, tok = smollm2
     questions = ["What is the capital of France?", "In which country is the city of Tampere, the third largest city?",

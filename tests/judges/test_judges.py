@@ -480,7 +480,7 @@ from elical.judges.span import span_correct, span_equivalent  # noqa: E402
 
 def test_judge_modules_have_no_import_cycle_and_stay_short():
     """Finding 1: no judge module imports a sibling that imports it back; none over ~400 lines."""
-    root = Path(__file__).resolve().parents[1] / "src" / "elical" / "judges"
+    root = Path(__file__).resolve().parents[2] / "src" / "elical" / "judges"
     deps = {}
     for f in root.glob("*.py"):
         tree = ast.parse(f.read_text(encoding="utf-8"))

@@ -93,7 +93,7 @@ def test_bad_input_and_bad_backend():
 
 
 def test_backend_kinds(smollm2):
-    from elical.generation.base import TransformersGenerator
+    from elical.generation.prefix_sharing import TransformersGenerator
 
     class Server:  # like elical.generation.backends.OpenAIGenerator: an object with .complete(prompts)
         def complete(self, prompts):

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from elical.generation.base import DecodingConfig, TransformersGenerator, build_prompt, decoding_meta, seed_for
+from elical.generation.base import DecodingConfig, build_prompt, decoding_meta, seed_for
+from elical.generation.prefix_sharing import TransformersGenerator
 from elical.generation.prefix_sharing import question_uniforms
 
 QUESTIONS = ["What is the chemical symbol of gold?", "Who wrote Hamlet?", "What is the capital of France?"]

@@ -1,6 +1,6 @@
 """The hand-labelled judge-agreement sets: shape, provenance and agreement floors.
 
-tests/data/judge_pairs.jsonl (416 pairs) is dev data: rules and thresholds were chosen on it. Its floors are the
+tests/fixtures/judge_pairs.jsonl (416 pairs) is dev data: rules and thresholds were chosen on it. Its floors are the
 accuracies measured by benchmarks/judge_agreement.py less 0.05. benchmarks/judge_pairs/pairs.jsonl (parts "dev"
 and "test") is the held-out set: the default judges must stay above their measured test value less 0.03.
 """
@@ -14,7 +14,7 @@ import pytest
 
 from elical.judges import DEFAULT_CORRECTNESS, DEFAULT_EQUIVALENCE, make_correctness_judge, make_equivalence_judge
 
-PAIRS_FILE = Path(__file__).parent / "data" / "judge_pairs.jsonl"
+PAIRS_FILE = Path(__file__).resolve().parents[1] / "fixtures" / "judge_pairs.jsonl"
 CATEGORIES = {"numbers", "dates", "names", "partial", "paraphrase", "other"}
 SOURCES = {"facts", "nq", "squad", "popqa", "pararel_patterns", "web_questions", "hq", "2wikimultihopqa"}
 MEASURED = {"exact": 0.594, "contains": 0.820, "token-f1": 0.582, "rouge-l": 0.565, "embedding": 0.810}
@@ -109,7 +109,7 @@ def test_default_judges_on_the_dev_set(rows):
 
 # ---------------------------------------------------------------- the held-out set (benchmarks/judge_pairs)
 
-NEW_FILE = Path(__file__).resolve().parents[1] / "benchmarks" / "judge_pairs" / "pairs.jsonl"
+NEW_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "judge_pairs" / "pairs.jsonl"
 # Measured on the test part by `python benchmarks/judge_agreement.py` (docs/benchmarks.md); a judge change that
 # loses more than 0.03 of balanced accuracy there fails this test.
 TEST_MEASURED = {DEFAULT_EQUIVALENCE: 0.897, DEFAULT_CORRECTNESS: 0.913}
