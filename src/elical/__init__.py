@@ -8,7 +8,7 @@ The public API, imported lazily (``import elical`` loads neither torch nor trans
     elical.evaluate_confidence(y, confidence)                                 # AUROC, ECE, Alignment, ...
 
 Registries by name (one shape, :class:`elical.registry.Registry`): ``EQUIVALENCE_JUDGES``, ``CORRECTNESS_JUDGES``,
-``ESTIMATORS``, ``HEADS``, ``METRICS``; ``PRESETS`` (run sizes).
+``ESTIMATORS``, ``HEADS``, ``METRICS``, ``BACKENDS``, ``SOURCES``; ``PRESETS`` (run sizes).
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ _EXPORTS = {
     "ESTIMATORS": "elical.estimators",
     "estimate": "elical.estimators",
     "HEADS": "elical.heads",
+    "BACKENDS": "elical.generation",
+    "SOURCES": "elical.data",
     "METRICS": "elical.evaluation",
     "make_equivalence_judge": "elical.judges",
     "make_correctness_judge": "elical.judges",

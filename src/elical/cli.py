@@ -41,6 +41,7 @@ def _positive(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="elical", description="Honesty alignment: EliCal and HonestyBench.")
     sub = p.add_subparsers(dest="command", required=True)
+    from elical.generation import BACKENDS
     from elical.heads import HEADS
     from elical.judges import DEFAULT_CORRECTNESS, DEFAULT_EQUIVALENCE, correctness_names, equivalence_names
 
@@ -68,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--layer", type=int, help="hidden layer to read (-1 = final)")
     r.add_argument("--batch-size", type=_positive, help="questions per generation batch")
     r.add_argument("--device", help="cpu, cuda, cuda:1, ...")
-    r.add_argument("--backend", choices=["transformers", "vllm", "openai"],
+    r.add_argument("--backend", choices=BACKENDS.names(),
                    help="generation backend (default transformers; hidden states then come from its prefill, "
                         "else from a separate local pass); see docs/backends.md")
     r.add_argument("--base-url", help="openai backend: the server's URL, e.g. http://127.0.0.1:8000/v1")

@@ -21,43 +21,53 @@ from typing import Sequence
 
 from elical.generation.base import DecodingConfig, Generation, seed_for
 
-__all__ = ["BACKENDS", "make_generator", "VLLMGenerator", "OpenAIGenerator", "EndpointError"]
-
-BACKENDS = ("transformers", "vllm", "openai")
-
+__all__ = ["make_generator", "transformers_generator", "vllm_generator", "openai_generator", "VLLMGenerator",
+           "OpenAIGenerator", "EndpointError"]
 
 def make_generator(backend: str, model, tokenizer=None, decoding: DecodingConfig = DecodingConfig(), **kw):
-    """A generator for ``backend``: ``"transformers"`` | ``"vllm"`` | ``"openai"``.
+    """A generator for ``backend``, a name of :data:`elical.generation.BACKENDS`: ``"transformers"`` | ``"vllm"`` |
+    ``"openai"``.
 
     transformers gives a :class:`elical.generation.prefix_sharing.TransformersGenerator` (the batched, prefix-shared
     decoder).
 
-    ``model``: transformers — a loaded causal LM or a name for :func:`elical.generation.models.load_model` (then ``device``
-    and ``dtype`` may be given in ``kw``); vllm — a Hugging Face id or local directory (the default name
+    ``model``: transformers — a loaded causal LM or a name for :func:`elical.generation.models.load_model` (then
+    ``device`` and ``dtype`` may be given in ``kw``); vllm — a Hugging Face id or local directory (the default name
     ``smollm2-135m-instruct`` resolves to its cached checkpoint), ``kw`` goes to ``vllm.LLM`` (e.g.
     ``tensor_parallel_size=4``); openai — the model name the server serves, ``kw`` must hold ``base_url`` and may
     hold ``api_key``, ``endpoint``, ``max_concurrency``, ``max_retries``, ``timeout``, ``backoff``, ``send_top_k``.
     Raises ValueError for an unknown backend, ImportError when vllm is asked for but not installed.
     """
-    if backend == "transformers":
-        if isinstance(model, str):
-            from elical.generation.models import load_model
+    from elical.generation import BACKENDS
 
-            model, tokenizer = load_model(model, device=kw.pop("device", "cpu"), dtype=kw.pop("dtype", "auto"))
-        if tokenizer is None:
-            raise ValueError("the transformers backend needs the tokenizer of the model")
-        if kw:
-            raise ValueError(f"unexpected options for the transformers backend: {sorted(kw)}")
-        from elical.generation.prefix_sharing import TransformersGenerator
+    return BACKENDS[backend].load()(model, tokenizer, decoding, **kw)
 
-        return TransformersGenerator(model, tokenizer, decoding)
-    if backend == "vllm":
-        return VLLMGenerator(model, tokenizer=tokenizer, decoding=decoding, **kw)
-    if backend == "openai":
-        if "base_url" not in kw:
-            raise ValueError("the openai backend needs base_url (e.g. http://127.0.0.1:8000/v1)")
-        return OpenAIGenerator(kw.pop("base_url"), model, tokenizer=tokenizer, decoding=decoding, **kw)
-    raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+
+def transformers_generator(model, tokenizer=None, decoding: DecodingConfig = DecodingConfig(), **kw):
+    """The transformers backend of :func:`make_generator`."""
+    if isinstance(model, str):
+        from elical.generation.models import load_model
+
+        model, tokenizer = load_model(model, device=kw.pop("device", "cpu"), dtype=kw.pop("dtype", "auto"))
+    if tokenizer is None:
+        raise ValueError("the transformers backend needs the tokenizer of the model")
+    if kw:
+        raise ValueError(f"unexpected options for the transformers backend: {sorted(kw)}")
+    from elical.generation.prefix_sharing import TransformersGenerator
+
+    return TransformersGenerator(model, tokenizer, decoding)
+
+
+def vllm_generator(model, tokenizer=None, decoding: DecodingConfig = DecodingConfig(), **kw):
+    """The vllm backend of :func:`make_generator`."""
+    return VLLMGenerator(model, tokenizer=tokenizer, decoding=decoding, **kw)
+
+
+def openai_generator(model, tokenizer=None, decoding: DecodingConfig = DecodingConfig(), **kw):
+    """The openai backend of :func:`make_generator`: any OpenAI-compatible server at ``base_url``."""
+    if "base_url" not in kw:
+        raise ValueError("the openai backend needs base_url (e.g. http://127.0.0.1:8000/v1)")
+    return OpenAIGenerator(kw.pop("base_url"), model, tokenizer=tokenizer, decoding=decoding, **kw)
 
 
 def _cut_answer(text: str, tokens: list, logprobs: list) -> tuple[list, list]:

@@ -302,6 +302,8 @@ def _cmd_build(args) -> int:
 
 def register(sub) -> None:
     """Add the ``build`` subcommand to the ``elical`` parser."""
+    from elical.generation import BACKENDS
+
     fmt = argparse.ArgumentDefaultsHelpFormatter
     b = sub.add_parser("build", formatter_class=fmt, help="annotate datasets into a resumable, shardable build "
                        "directory (records + hidden states)")
@@ -315,7 +317,7 @@ def register(sub) -> None:
             ("--limit", dict(type=_positive, help="at most this many questions per dataset and split")),
             ("--shard", dict(help="i/n: only shard i of n (1-based); join the shards with `elical merge`")),
             ("--model", dict(default=BuildConfig.model, help="model name, local directory or HF id")),
-            ("--backend", dict(choices=["transformers", "vllm", "openai"], default=BuildConfig.backend,
+            ("--backend", dict(choices=BACKENDS.names(), default=BuildConfig.backend,
                                help="generation backend (docs/backends.md); hidden states come from the local "
                                     "model when it gives none")),
             ("--base-url", dict(help="openai backend: the server's URL, e.g. http://127.0.0.1:8000/v1")),

@@ -162,10 +162,10 @@ def _backend_options(cfg: RunConfig) -> dict:
     ``cfg.api_key_env``. Raises InputError."""
     import os
 
-    from elical.generation.backends import BACKENDS
+    from elical.generation import BACKENDS
 
     if cfg.backend not in BACKENDS:
-        raise InputError("--backend", None, "--backend", f"unknown backend {cfg.backend!r}; one of {BACKENDS}")
+        raise InputError("--backend", None, "--backend", f"unknown backend {cfg.backend!r}; one of {', '.join(BACKENDS)}")
     if cfg.backend != "openai":
         return {}
     if not cfg.base_url:
