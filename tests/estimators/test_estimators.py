@@ -223,3 +223,29 @@ def test_registry_names_and_ranges():
     for name in names_of_kind("record", "semantic"):
         c = estimate(name, records, EstimatorContext(equivalent=same_normalized)).confidence
         assert c.shape == (3,) and ((c >= 0) & (c <= 1)).all(), name
+
+
+def test_estimators_on_recorded_real_records():
+    # The recorded SmolLM2 records of tests/fixtures/smoke_run, scored by the definitions of DESIGN.md computed
+    # here with numpy: Prob = exp(sum of greedy log-probs), N-Prob = exp(mean), Consis-Sem = mean judgement,
+    # Consis-Lex = mean ROUGE-L; an answer without a letter or digit says nothing and gets 0.
+    from pathlib import Path
+
+    from elical.records import read_records
+
+    recs = read_records(Path(__file__).resolve().parents[1] / "fixtures" / "smoke_run" / "records"
+                        / "annotations.jsonl")
+    assert len(recs) == 48
+    says = np.array([any(ch.isalnum() for ch in r["greedy_response"]) for r in recs])
+    lp = [np.array(r["greedy_logprobs"], dtype=float) for r in recs]
+    want = {
+        "Prob": np.array([np.exp(x.sum()) for x in lp]),
+        "N-Prob": np.array([np.exp(x.mean()) if len(x) else 0.0 for x in lp]),
+        "Consis-Sem": np.array([np.mean(r["consistency_judgement"]) for r in recs]),
+        "Consis-Lex": np.array([np.mean(r["consistency_rougeL"]) for r in recs]),
+    }
+    for name, expected in want.items():
+        got = estimate(name, recs).confidence
+        # (the stored sum is rounded to 6 decimals like each log-prob, hence rtol 1e-5)
+        np.testing.assert_allclose(got, np.where(says, expected, 0.0), rtol=1e-5, atol=1e-9, err_msg=name)
+    assert 0 < np.mean([r["greedy_correctness"] for r in recs]) < 1  # real answers, some right, some wrong

@@ -1,8 +1,11 @@
-"""`elical sweep` on a real small run directory (real SmolLM2 records and hidden states)."""
+"""`elical sweep` on a real small run directory: the recorded SmolLM2 answers and hidden states of
+tests/fixtures/smoke_run (made by tests/fixtures/make_smoke_run.py), with heads, estimators and metrics computed by
+`elical run --resume` from the current code (nothing is generated)."""
 import csv
 import json
 import shutil
-from dataclasses import replace
+from dataclasses import asdict, fields
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,16 +15,29 @@ from elical.cli import main
 from elical.generation.features import load_features
 from elical.heads.stages import fit_eli_only
 from elical.heads.labeling import random_label_order, stratified_label_order
-from elical.jobs.run import PRESETS, run
+from elical.jobs.run import RunConfig, run
 from elical.records import read_records, self_consistency
 from elical.jobs.sweep import METRICS, default_k_grid, run_sweep
 
 
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "smoke_run"
+
+
+def _recorded_config() -> RunConfig:
+    saved = json.loads((RECORDED / "config.json").read_text())
+    known = {f.name for f in fields(RunConfig)}
+    return RunConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in known})
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    """A real run: SmolLM2-135M on 32 pool + 16 eval facts questions (smoke decoding), features included."""
+    """A real run: SmolLM2-135M on 32 pool + 16 eval facts questions (smoke decoding), features included; the
+    answers and hidden states are the recorded ones, the rest is computed now."""
     out = tmp_path_factory.mktemp("sweep") / "run"
-    run(replace(PRESETS["smoke"], n_train=32, n_eval=16, k_values=(8,), n_bootstrap=1), out, progress=False)
+    shutil.copytree(RECORDED, out)
+    cfg = _recorded_config()
+    (out / "config.json").write_text(json.dumps(asdict(cfg)))  # the fields added since the recording: defaults
+    run(cfg, out, resume=True, progress=False)
     return out
 
 
@@ -179,8 +195,7 @@ def test_resume_reuses_trained_heads_and_estimator_outputs(run_dir, tmp_path):
     shutil.copytree(run_dir, copy)
     files = sorted(p for p in copy.rglob("*") if p.is_file() and ("heads" in p.parts or p.name == "estimators.json"))
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
-    cfg = replace(PRESETS["smoke"], n_train=32, n_eval=16, k_values=(8,), n_bootstrap=1)
-    res = run(cfg, copy, resume=True, progress=False)
+    res = run(_recorded_config(), copy, resume=True, progress=False)
     assert len(files) > 10 and {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == before
     old = json.loads((run_dir / "results.json").read_text())["results"]["all"]
     assert {m: v["auroc"] for m, v in res["results"]["all"].items()} == pytest.approx(
