@@ -131,7 +131,7 @@ class ConfidenceModel:
         ValueError when the head does not fit the model.
         """
         from elical.heads.probe import ProbeHead
-        from elical.generation.models import load_model as load_base_model
+        from elical.generation.models import load_model
         from elical.heads.lora import LoRAHead
 
         head_dir = Path(head_dir)
@@ -158,7 +158,7 @@ class ConfidenceModel:
             if model is None and not name and not head_meta.get("base_model"):
                 raise InputError(head_json, None, "base_model", "no base model recorded; pass the model "
                                  "(--model) or write model.json beside the head")
-            pair = model if isinstance(model, tuple) else (load_base_model(name, device) if name else None)
+            pair = model if isinstance(model, tuple) else (load_model(name, device) if name else None)
             with _as_input_error(head_dir):
                 head = LoRAHead.load(head_dir, model=pair, device=device)
             lm, tok = head.model, head.tokenizer
@@ -208,8 +208,8 @@ def _as_input_error(head_dir: Path):
 
 
 def _resolve_model(model, recorded: str | None, device: str):
-    from elical.generation.models import load_model as load_base_model
+    from elical.generation.models import load_model
 
     if isinstance(model, tuple):
         return model
-    return load_base_model(model or recorded, device)
+    return load_model(model or recorded, device)
