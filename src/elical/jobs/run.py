@@ -99,8 +99,9 @@ def check_run_dir(path: str | Path, cfg: RunConfig, resume: bool) -> Path:
             now = json.loads(json.dumps(asdict(cfg)))
             diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
             if diff:
-                raise InputError(cfg_file, None, diff[0], f"differs from this command ({', '.join(diff)}); "
-                                 "a resumed run must use the same configuration")
+                shown = "; ".join(f"{k}: {saved.get(k)!r} in the directory, {now.get(k)!r} now" for k in diff[:3])
+                raise InputError(cfg_file, None, diff[0], f"differs from this command ({shown}"
+                                 f"{'; ...' if len(diff) > 3 else ''}); a resumed run must use the same configuration")
     return path
 
 

@@ -29,7 +29,7 @@ __all__ = ["register", "default_k_grid", "run_sweep", "write_sweep", "format_swe
 
 #: Metrics summarised over seeds (keys of evaluate_confidence; counts and intervals stay in the per-seed values).
 METRICS = (*_METRICS, "threshold")  # every registered metric, and Alignment's dev-chosen threshold
-_TARGETS = ("c_acc", "greedy")
+_TARGETS = ("sample-accuracy", "greedy")  # elical.heads.labeling.TARGETS
 #: Training-free estimators scored beside the heads: those that read record fields only (no judge model to load).
 BASELINES = ("N-Prob", "Consis-Lex", "Consis-Sem")
 
@@ -76,7 +76,8 @@ def _resolve_k(k_values, n_pool: int) -> list[int]:
 def _load_run(run_dir: Path, target: str):
     """Records and features of a run directory, aligned by id, split into pool and evaluation parts."""
     from elical.generation.features import load_features
-    from elical.records import read_records, sample_accuracy, self_consistency
+    from elical.heads.labeling import label_targets
+    from elical.records import read_records, self_consistency
 
     rec_path = run_dir / "records" / "annotations.jsonl"
     feat_path = run_dir / "features" / "hidden_states.safetensors"
@@ -104,8 +105,7 @@ def _load_run(run_dir: Path, target: str):
     X_test = feats[[row[r["id"]] for r in test]]
     try:
         c_cons = np.array([self_consistency(r) for r in pool])
-        y_k = (np.array([sample_accuracy(r) for r in pool]) if target == "c_acc"
-               else np.array([float(r["greedy_correctness"]) for r in pool]))
+        y_k = label_targets(pool, target)
     except ValueError as exc:
         raise InputError(rec_path, None, None, str(exc)) from None
     return pool, test, X_pool, X_test, c_cons, y_k
@@ -122,8 +122,8 @@ def _summary(per_seed: dict) -> tuple[dict, dict]:
     return mean, std
 
 
-def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "stratified"), head: str = "linear",
-              target: str = "c_acc", n_resamples: int = 0, n_strata: int | None = None,
+def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "stratified"), head: str | None = None,
+              target: str | None = None, n_resamples: int = 0, n_strata: int | None = None,
               head_params: dict | None = None, progress: bool = False) -> dict:
     """Eli-Only, Cal-Only(k) and EliCal(k) over a grid of k, seeds and label selections on one run directory.
 
@@ -135,7 +135,8 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
         "all" mean the whole pool. Default :func:`default_k_grid`.
     seeds : ints >= 0. Each seed fits its own stage-1 head, draws its own label orders and seeds every head.
     selections : names from :data:`elical.heads.labeling.SELECTIONS`.
-    head : "linear" or "mlp". target : "c_acc" (share of correct samples, the paper's) or "greedy" (0/1).
+    head : "linear" or "mlp"; None: the run's own (config.json). target : "sample-accuracy" (share of correct
+        samples, the paper's) or "greedy" (0/1); None: the run's own.
     n_resamples : bootstrap resamples for the per-seed 95 % intervals; 0 = no intervals (fast).
     n_strata : strata of the stratified selection (default :data:`elical.heads.labeling.DEFAULT_N_STRATA`).
     head_params : further :class:`elical.heads.probe.ProbeHead` parameters for every head (e.g. ``{"batch_size": 32}``);
@@ -164,14 +165,18 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
         raise ValueError(f"seeds must be distinct non-negative ints, got {seeds}")
     if not selections or any(s not in SELECTIONS for s in selections):
         raise ValueError(f"selections must be among {SELECTIONS}, got {list(selections)}")
+    cfg_path = run_dir / "config.json"
+    run_cfg = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
+    head = head or run_cfg.get("head", "linear")
+    target = target or run_cfg.get("target", "sample-accuracy")
+    if head not in ("linear", "mlp"):
+        raise ValueError(f"the sweep trains probe heads (linear, mlp); the run used {head!r}: pass --head")
     if target not in _TARGETS:
         raise ValueError(f"target must be one of {_TARGETS}, got {target!r}")
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 0:
         raise ValueError(f"n_resamples must be a non-negative int, got {n_resamples!r}")
     n_strata = DEFAULT_N_STRATA if n_strata is None else n_strata
     t0 = time.time()
-    cfg_path = run_dir / "config.json"
-    run_cfg = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
     dev_fraction, eval_seed = float(run_cfg.get("dev_fraction", 0.2)), int(run_cfg.get("seed", 0))
     pool, test, X_pool, X_test, c_cons, y_k = _load_run(run_dir, target)
     y_test = np.array([int(r["greedy_correctness"]) for r in test])
@@ -339,10 +344,10 @@ def register(subparsers) -> None:
                    help="which k to label: seeded random, spread over the stage-1 confidence, or both "
                    "(default)")
     p.add_argument("--n-strata", type=int, default=None, help="strata of the stratified selection (default 8)")
-    p.add_argument("--head", choices=["linear", "mlp"], default="linear", help="probe head (default linear)")
-    p.add_argument("--target", choices=list(_TARGETS), default="c_acc",
-                   help="stage-2 label: share of correct sampled answers (c_acc, the paper's; default) or "
-                   "greedy correctness")
+    p.add_argument("--head", choices=["linear", "mlp"], help="probe head (default: the run's)")
+    p.add_argument("--target", choices=list(_TARGETS),
+                   help="label target: share of correct sampled answers (sample-accuracy, the paper's) or greedy "
+                   "correctness (default: the run's)")
     p.add_argument("--n-resamples", type=int, default=0, help="bootstrap resamples per head (default 0 = no intervals)")
     p.add_argument("--output", help="sweep JSON file (default RUN_DIR/sweep.json; the CSV goes beside it)")
     p.add_argument("--force", action="store_true", help="overwrite an existing sweep file")
