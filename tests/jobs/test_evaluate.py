@@ -192,3 +192,12 @@ def test_a_stored_method_on_other_questions_is_refused(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path), "--quiet", "--estimators", "Prob"]) == 2
     assert "predictions.jsonl" in capsys.readouterr().err
     assert (tmp_path / "results.json").read_text() == before
+
+
+def test_semantic_entropy_clusters_with_the_runs_own_judge_by_default(tmp_path):
+    make_run(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "equivalence_judge": "exact"}))
+    assert main(["evaluate", str(tmp_path), "--quiet", "--estimators", "SE-Discrete"]) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["estimators"]["SE-Discrete"]["judge"] == "exact"

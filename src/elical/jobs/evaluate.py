@@ -47,8 +47,9 @@ def register(subparsers) -> None:
     p.add_argument("--model-estimators", action="store_true",
                    help="also run Verbal-0, Verbal-k and P(True) with the run's model")
     p.add_argument("--k-shot", type=_positive, default=8, help="Verbal-k: number of training-pool examples (8)")
-    p.add_argument("--se-judge", default="span", help="equivalence judge that clusters answers for semantic "
-                   "entropy: span (default; answer spans, with the question), embedding, nli (Kuhn et al.; needs --se-judge-model), exact, rouge-l, ...")
+    p.add_argument("--se-judge", help="equivalence judge that clusters answers for semantic entropy (default: the "
+                   "run's own equivalence judge, span unless the run chose another): span, embedding, nli (Kuhn et "
+                   "al.; needs --se-judge-model), exact, rouge-l, ...")
     p.add_argument("--se-judge-model", help="local model directory of the SE judge (nli: an MNLI model)")
     p.add_argument("--se-length-normalized", action="store_true",
                    help="SE-Weighted: weight samples by their mean token log-prob instead of the sequence log-prob")
@@ -163,7 +164,7 @@ def _as_input_error(exc, rec_path: Path, line_of: dict, name: str) -> InputError
 def _se_judge(name: str, model_path: str | None, cfg: dict):
     from elical.judges import make_equivalence_judge
 
-    if name in ("embedding", "span"):
+    if name in ("embedding", "span", "nli"):
         model_path = model_path or cfg.get("semantic_model")
     try:
         return make_equivalence_judge(name, **({"model_path": model_path} if model_path else {}))
@@ -172,15 +173,15 @@ def _se_judge(name: str, model_path: str | None, cfg: dict):
 
 
 def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8, batch_size: int | None = None,
-                 device: str | None = None, progress: bool = False, se_judge: str = "span",
+                 device: str | None = None, progress: bool = False, se_judge: str | None = None,
                  se_judge_model: str | None = None, se_length_normalized: bool = False) -> dict:
     """Compute the estimators on a run's evaluation records, merge with its trained methods, write the outputs.
 
     names : estimator names from both registries (None: all record-based, plus all model-based when
     ``model_estimators``); an unknown name raises InputError. k : Verbal-k examples. batch_size / device : for the
     model (default: the run's). se_judge / se_judge_model : the equivalence judge that clusters answers for
-    SE-Discrete / SE-Weighted (:func:`elical.judges.make_equivalence_judge`; "span" with the run's
-    ``semantic_model`` by default); se_length_normalized : see :func:`elical.estimators.training_free.se_weighted`. Returns the
+    SE-Discrete / SE-Weighted (:func:`elical.judges.make_equivalence_judge`; by default the run's own
+    ``equivalence_judge`` (an llm judge falls back to "span") with its ``semantic_model``); se_length_normalized : see :func:`elical.estimators.training_free.se_weighted`. Returns the
     updated results.json dict.
     Raises InputError (nothing written) for bad input; see the module docstring."""
     from elical.estimators import ESTIMATORS, EstimatorContext, estimate, names_of_kind
@@ -188,6 +189,9 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
     t0 = time.time()
     run_dir = Path(run_dir)
     cfg, rec_path, test, pool, line_of = _load_run(run_dir)
+    if se_judge is None:  # the judge that made the run's consistency judgements (an llm judge needs its server)
+        se_judge = cfg.get("equivalence_judge") or "span"
+        se_judge = "span" if se_judge == "llm" else se_judge
     strict = names is not None
     if names is None:
         names = names_of_kind("record", "semantic") + (names_of_kind("model") if model_estimators else [])
