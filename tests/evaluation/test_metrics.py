@@ -211,7 +211,8 @@ def test_evaluate_confidence_consistent_and_fast():
     assert (res["n_bins"], res["n_resamples"], res["ci_level"]) == (10, 1000, 0.95)
     assert res["strategy"] == {"ece": "uniform", "ece_quantile": "quantile"}
     assert set(res["ci"]) == set(CI_METRICS) == {"auroc", "ece", "ece_quantile", "brier", "alignment", "aurc",
-                                                 "acc@50", "acc@80"}
+                                                 "acc@50", "acc@80", "pr_auc", "cov@risk10", "cov@risk20",
+                                                 "util@1/9", "util@1", "util@9", "util_mean"}
     # not ECE: its bootstrap is biased upward for a well-calibrated score, the point can sit below the interval
     for name in ("auroc", "brier", "aurc", "alignment", "acc@50", "acc@80"):
         low, high = res["ci"][name]
@@ -290,7 +291,8 @@ def test_aggregate_weighted_by_size():
     real = {d: evaluate_confidence(*_random(n=n, seed=n), n_resamples=20) for d, n in (("nq", 40), ("hq", 60))}
     agg = aggregate(real, {"nq": 40, "hq": 60})["in_domain"]
     assert set(agg) == {"auroc", "ece", "ece_quantile", "brier", "alignment", "aurc", "acc@50", "acc@80",
-                        "accuracy", "n", "datasets"}  # settings (n_bins, ci_level, ...) are not averaged
+                        "pr_auc", "cov@risk10", "cov@risk20", "util@1/9", "util@1", "util@9", "util_mean",
+                        "accuracy", "n", "datasets"}  # settings (n_bins, ci_level, thresholds) are not averaged
     assert agg["brier"] == pytest.approx(0.4 * real["nq"]["brier"] + 0.6 * real["hq"]["brier"])
     with pytest.raises(ValueError, match="sizes"):
         aggregate(per, {"nq": 100}, None)

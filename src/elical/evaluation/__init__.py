@@ -29,6 +29,22 @@ METRICS.add("acc@50", _M + "accuracy_at_coverage", summary="accuracy of the 50 %
             title="Acc@50", higher=True, headline=False, curve=False)
 METRICS.add("acc@80", _M + "accuracy_at_coverage", summary="accuracy of the 80 % most confident answers",
             title="Acc@80", higher=True, headline=False, curve=True)
+# decisions (elical.evaluation.decision; docs/metrics.md): thresholds from the dev part, scored on the test part
+_D = "elical.evaluation.decision:"
+METRICS.add("pr_auc", _D + "pr_auc", summary="average precision of ranking correct answers first", title="PR-AUC",
+            higher=True, headline=False, curve=False)
+METRICS.add("cov@risk10", _D + "risk_threshold", summary="share answered at a dev threshold with error <= 10 %",
+            title="Cov@risk10", higher=True, headline=False, curve=False)
+METRICS.add("cov@risk20", _D + "risk_threshold", summary="share answered at a dev threshold with error <= 20 %",
+            title="Cov@risk20", higher=True, headline=False, curve=False)
+METRICS.add("util@1/9", _D + "utility_threshold", summary="utility +1 / -1/9 / 0 (correct / wrong / abstain)",
+            title="Util(c=1/9)", higher=True, headline=False, curve=False)
+METRICS.add("util@1", _D + "utility_threshold", summary="utility +1 / -1 / 0 (correct / wrong / abstain)",
+            title="Util(c=1)", higher=True, headline=False, curve=False)
+METRICS.add("util@9", _D + "utility_threshold", summary="utility +1 / -9 / 0 (correct / wrong / abstain)",
+            title="Util(c=9)", higher=True, headline=False, curve=False)
+METRICS.add("util_mean", _D + "decision_metrics", summary="mean utility over the costs 1/9, 1, 9",
+            title="Util (mean)", higher=True, headline=False, curve=False)
 
 
 def headline_metrics() -> list[str]:

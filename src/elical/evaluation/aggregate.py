@@ -10,7 +10,8 @@ from elical.data.groups import group_of
 __all__ = ["aggregate"]
 
 # Keys of an evaluate_confidence() dict that are counts or per-dataset choices, not scores to average.
-_NOT_AVERAGED = frozenset({"n", "n_dev", "n_test", "threshold", "ci", "n_bins", "n_resamples", "ci_level"})
+_NOT_AVERAGED = frozenset({"n", "n_dev", "n_test", "threshold", "thresholds", "ci", "n_bins", "n_resamples",
+                           "ci_level"})
 
 
 def aggregate(per_dataset: dict, sizes: dict, groups: dict | None = None) -> dict:

@@ -17,10 +17,13 @@ from scipy.stats import rankdata
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from elical.evaluation import METRICS
+from elical.evaluation.decision import decision_metrics
 
 _STRATEGIES = ("uniform", "quantile")
-# Metrics whose interval evaluate_confidence computes (alignment: over its test part): every registered metric.
+# Metrics whose interval evaluate_confidence computes (alignment and the decision metrics: over the test part):
+# every registered metric.
 CI_METRICS = tuple(METRICS)
+_VECTORIZED = ("auroc", "ece", "ece_quantile", "brier", "aurc", "acc@50", "acc@80", "alignment")
 _CHUNK_ELEMENTS = 250_000  # resampled values held at once by the vectorized bootstrap (memory bound)
 
 
@@ -440,5 +443,8 @@ def evaluate_confidence(y, confidence, dev_fraction: float = 0.2, seed: int = 0,
     y_t, c_t = y[test], c[test]
     parts["alignment"] = [np.mean(np.where(c_t[idx] >= threshold, y_t[idx] == 1, y_t[idx] == 0), axis=1)
                           for idx in _resample_chunks(y_t.shape[0], n_resamples, seed)]
-    out["ci"] = {name: list(_percentile_interval(np.concatenate(parts[name]), level)) for name in CI_METRICS}
+    out["ci"] = {name: list(_percentile_interval(np.concatenate(parts[name]), level)) for name in _VECTORIZED}
+    point, ci = decision_metrics(y, c, dev, test, n_resamples, seed, level)
+    out.update(point)
+    out["ci"].update(ci)
     return out

@@ -1,0 +1,130 @@
+"""Metrics for decisions, not only rankings: PR-AUC, coverage at a target risk, answer/abstain utility.
+
+Definitions (docs/metrics.md), all on y (0/1: the greedy answer is correct) and confidence c in [0, 1]:
+
+- **PR-AUC**: average precision of ranking the correct answers first (positives = correct answers), the step-wise
+  area of scikit-learn's ``average_precision_score`` (no interpolation). Useful when correct answers are scarce,
+  as for small models. nan with one class.
+- **Coverage at risk r** (``cov@risk10``, ``cov@risk20``; r = 0.1, 0.2; Geifman & El-Yaniv, 2017, "selective
+  classification" with a risk target): the threshold is the lowest t whose answered dev questions (c >= t) have
+  an error rate of at most r (the largest dev coverage at that risk; none reaching it: answer nothing); the score
+  is the share of test-part questions answered at that t.
+- **Utility at cost k** (``util@1/9``, ``util@1``, ``util@9``; our own, after the answer/abstain utility of
+  selective prediction): +1 for a correct answer, -k for a wrong one, 0 for an abstention, averaged over the test
+  part at the threshold that maximises it on the dev part (abstaining on everything allowed); ``util_mean`` is the
+  mean over the three costs. k = 9 rewards answering only above 90 % confidence, k = 1/9 above 10 %.
+
+The dev / test parts are Alignment's (:func:`elical.evaluation.metrics.alignment`): nothing is chosen on the
+part that is scored. Bootstrap intervals resample the test part with the thresholds held fixed (PR-AUC: all n).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["DECISION_METRICS", "pr_auc", "pr_auc_rows", "risk_threshold", "utility_threshold", "decision_metrics"]
+
+RISKS = {"cov@risk10": 0.1, "cov@risk20": 0.2}
+COSTS = {"util@1/9": 1 / 9, "util@1": 1.0, "util@9": 9.0}
+DECISION_METRICS = ("pr_auc", *RISKS, *COSTS, "util_mean")
+
+
+def pr_auc(y, c) -> float:
+    """Average precision of ``c`` for the correct answers ``y == 1``; nan when y has one class.
+    y, c : ndarrays of shape (n,)."""
+    from sklearn.metrics import average_precision_score
+
+    y, c = np.asarray(y), np.asarray(c, dtype=np.float64)
+    if y.min() == y.max():
+        return float("nan")
+    return float(average_precision_score(y, c))
+
+
+def _counts(y: np.ndarray, c: np.ndarray):
+    """Candidate thresholds (each distinct value, then one above the largest: answer nothing) and, for each,
+    the number of correct and of wrong answers with c >= t."""
+    values = np.unique(c)
+    candidates = np.r_[values, np.nextafter(values[-1], np.inf)]
+    pos, neg = np.sort(c[y == 1]), np.sort(c[y == 0])
+    n_pos = pos.size - np.searchsorted(pos, candidates, side="left")
+    n_neg = neg.size - np.searchsorted(neg, candidates, side="left")
+    return candidates, n_pos, n_neg
+
+
+def risk_threshold(y, c, risk: float) -> float:
+    """The lowest threshold whose answered questions have an error rate <= ``risk`` (the largest coverage at that
+    risk); one above max(c) (answer nothing) when no threshold reaches it."""
+    y, c = np.asarray(y), np.asarray(c, dtype=np.float64)
+    candidates, n_pos, n_neg = _counts(y, c)
+    answered = n_pos + n_neg
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ok = (answered > 0) & (n_neg <= risk * answered + 1e-12)
+    return float(candidates[np.argmax(ok)] if ok.any() else candidates[-1])
+
+
+def utility_threshold(y, c, cost: float) -> float:
+    """The threshold maximising the mean utility (+1 correct answered, -cost wrong answered, 0 abstained); the
+    smallest such threshold (the largest coverage) among ties."""
+    y, c = np.asarray(y), np.asarray(c, dtype=np.float64)
+    candidates, n_pos, n_neg = _counts(y, c)
+    return float(candidates[int(np.argmax(n_pos - cost * n_neg))])
+
+
+def _resamples(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
+
+
+def pr_auc_rows(Y: np.ndarray, C: np.ndarray, chunk_elements: int = 250_000) -> np.ndarray:
+    """:func:`pr_auc` of every row of Y, C (shape (R, n)), vectorized: per tie group g of the descending
+    confidences, (correct answers in g / all correct) x precision at g's end; nan for a one-class row."""
+    R, n = Y.shape
+    out = np.empty(R)
+    step = max(1, chunk_elements // max(n, 1))
+    for s in range(0, R, step):
+        y, c = Y[s:s + step].astype(np.float64), C[s:s + step]
+        r = y.shape[0]
+        order = np.argsort(-c, axis=1, kind="stable")
+        c_s, y_s = np.take_along_axis(c, order, 1), np.take_along_axis(y, order, 1)
+        new = np.ones((r, n), bool)
+        new[:, 1:] = c_s[:, 1:] != c_s[:, :-1]
+        flat = (np.cumsum(new, axis=1) - 1 + np.arange(r)[:, None] * n).ravel()
+        size = np.bincount(flat, minlength=r * n).reshape(r, n)
+        tp = np.bincount(flat, weights=y_s.ravel(), minlength=r * n).reshape(r, n)
+        n_pos = y.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ap = (tp * np.cumsum(tp, 1) / np.maximum(np.cumsum(size, 1), 1)).sum(axis=1) / n_pos
+        out[s:s + step] = np.where((n_pos > 0) & (n_pos < n), ap, np.nan)
+    return out
+
+
+def _interval(values: np.ndarray, level: float) -> list[float]:
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return [float("nan"), float("nan")]
+    alpha = (1.0 - level) / 2.0
+    return [float(np.quantile(values, alpha)), float(np.quantile(values, 1.0 - alpha))]
+
+
+def decision_metrics(y: np.ndarray, c: np.ndarray, dev: np.ndarray, test: np.ndarray, n_resamples: int, seed: int,
+                     level: float) -> tuple[dict, dict]:
+    """Point values and percentile bootstrap intervals of :data:`DECISION_METRICS`, plus the chosen thresholds.
+
+    y, c : ndarrays of shape (n,) (checked by the caller); dev, test : index arrays of the dev and test parts.
+    Returns ({metric: value, "thresholds": {metric: t}}, {metric: [low, high]})."""
+    y_d, c_d, y_t, c_t = y[dev], c[dev], y[test], c[test]
+    thresholds = {name: risk_threshold(y_d, c_d, r) for name, r in RISKS.items()}
+    thresholds.update({name: utility_threshold(y_d, c_d, k) for name, k in COSTS.items()})
+    gain = {name: np.where(y_t == 1, 1.0, -k) for name, k in COSTS.items()}
+    point = {"pr_auc": pr_auc(y, c)}
+    point.update({name: float(np.mean(c_t >= thresholds[name])) for name in RISKS})
+    point.update({name: float(np.mean(np.where(c_t >= thresholds[name], gain[name], 0.0))) for name in COSTS})
+    point["util_mean"] = float(np.mean([point[name] for name in COSTS]))
+    idx = _resamples(y_t.shape[0], n_resamples, seed)
+    boot = {name: np.mean(c_t[idx] >= thresholds[name], axis=1) for name in RISKS}
+    boot.update({name: np.mean(np.where(c_t[idx] >= thresholds[name], gain[name][idx], 0.0), axis=1)
+                 for name in COSTS})
+    boot["util_mean"] = np.mean([boot[name] for name in COSTS], axis=0)
+    full = _resamples(y.shape[0], n_resamples, seed)
+    boot["pr_auc"] = pr_auc_rows(y[full], c[full])
+    point["thresholds"] = thresholds
+    return point, {name: _interval(boot[name], level) for name in DECISION_METRICS}
