@@ -97,12 +97,14 @@ def pr_auc_rows(Y: np.ndarray, C: np.ndarray, chunk_elements: int = 250_000) -> 
     return out
 
 
-def _interval(values: np.ndarray, level: float) -> list[float]:
-    values = values[~np.isnan(values)]
-    if values.size == 0:
-        return [float("nan"), float("nan")]
+def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``values`` at ``level``, nan resamples dropped; (nan, nan) when all are."""
+    v = values[~np.isnan(values)]
+    if v.size == 0:
+        return float("nan"), float("nan")
     alpha = (1.0 - level) / 2.0
-    return [float(np.quantile(values, alpha)), float(np.quantile(values, 1.0 - alpha))]
+    low, high = np.quantile(v, [alpha, 1.0 - alpha])
+    return float(low), float(high)
 
 
 def decision_metrics(y: np.ndarray, c: np.ndarray, dev: np.ndarray, test: np.ndarray, n_resamples: int, seed: int,
@@ -127,4 +129,4 @@ def decision_metrics(y: np.ndarray, c: np.ndarray, dev: np.ndarray, test: np.nda
     full = _resamples(y.shape[0], n_resamples, seed)
     boot["pr_auc"] = pr_auc_rows(y[full], c[full])
     point["thresholds"] = thresholds
-    return point, {name: _interval(boot[name], level) for name in DECISION_METRICS}
+    return point, {name: list(percentile_interval(boot[name], level)) for name in DECISION_METRICS}

@@ -17,7 +17,7 @@ from scipy.stats import rankdata
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from elical.evaluation import METRICS
-from elical.evaluation.decision import decision_metrics
+from elical.evaluation.decision import decision_metrics, percentile_interval
 
 _STRATEGIES = ("uniform", "quantile")
 # Metrics whose interval evaluate_confidence computes (alignment and the decision metrics: over the test part):
@@ -151,15 +151,6 @@ def _check_resamples(n_resamples, level) -> float:
     return _check_fraction("confidence_level", level)
 
 
-def _percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]:
-    v = values[~np.isnan(values)]
-    if v.size == 0:
-        return float("nan"), float("nan")
-    alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(v, [alpha, 1.0 - alpha])
-    return float(low), float(high)
-
-
 def _bootstrap(metrics: dict, y: np.ndarray, c: np.ndarray, n_resamples: int, level: float, seed: int) -> dict:
     """Percentile intervals of several metrics on the same resamples; nan resamples dropped per metric."""
     level = _check_resamples(n_resamples, level)
@@ -172,7 +163,7 @@ def _bootstrap(metrics: dict, y: np.ndarray, c: np.ndarray, n_resamples: int, le
         y_r, c_r = y[idx], c[idx]
         for j, fn in enumerate(fns):
             values[j, r] = fn(y_r, c_r)
-    return {name: _percentile_interval(values[j], level) for j, name in enumerate(metrics)}
+    return {name: percentile_interval(values[j], level) for j, name in enumerate(metrics)}
 
 
 def _resample_chunks(n: int, n_resamples: int, seed: int):
@@ -443,7 +434,7 @@ def evaluate_confidence(y, confidence, dev_fraction: float = 0.2, seed: int = 0,
     y_t, c_t = y[test], c[test]
     parts["alignment"] = [np.mean(np.where(c_t[idx] >= threshold, y_t[idx] == 1, y_t[idx] == 0), axis=1)
                           for idx in _resample_chunks(y_t.shape[0], n_resamples, seed)]
-    out["ci"] = {name: list(_percentile_interval(np.concatenate(parts[name]), level)) for name in _VECTORIZED}
+    out["ci"] = {name: list(percentile_interval(np.concatenate(parts[name]), level)) for name in _VECTORIZED}
     point, ci = decision_metrics(y, c, dev, test, n_resamples, seed, level)
     out.update(point)
     out["ci"].update(ci)
