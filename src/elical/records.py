@@ -108,13 +108,14 @@ def read_qa_file(path: str | os.PathLike, dataset: str | None = None) -> list[di
     unless the line has its own ``id``), ``dataset``, ``question``, ``answer`` (aliases; empty-string aliases,
     present in a few CWQ lines, are dropped), and ``source`` (``{"file", "line"}``, for error messages of later
     checks). A question repeated in the file (equal up to case and spacing) is kept once, at its first line, with
-    a warning on stderr naming the lines. Raises :class:`InputError` naming file, line and field for bytes that
-    are not UTF-8, a malformed line, a missing or empty question, a question over ``MAX_QUESTION_CHARS``
-    characters, a missing, non-list or empty answer list, or a file without any question.
+    a warning on stderr naming the lines; a question whose answer list holds no non-empty alias (nothing to judge
+    against) is skipped with a warning naming the lines. Raises :class:`InputError` naming file, line and field
+    for bytes that are not UTF-8, a malformed line, a missing or empty question, a question over
+    ``MAX_QUESTION_CHARS`` characters, a missing or non-list answer, or a file without any answerable question.
     """
     path = Path(path)
     dataset = dataset or path.parent.name
-    out, first_line, repeats = [], {}, []
+    out, first_line, repeats, unanswerable = [], {}, [], []
     for lineno, obj in iter_json_lines(path):
         question = obj.get("question")
         if not isinstance(question, str) or not question.strip():
@@ -129,8 +130,9 @@ def read_qa_file(path: str | os.PathLike, dataset: str | None = None) -> list[di
         if not isinstance(answer, list) or not all(isinstance(a, str) for a in answer):
             raise InputError(path, lineno, "answer", f"expected a list of strings, got {json.dumps(answer)[:60]}")
         aliases = [a for a in answer if a.strip()]
-        if not aliases:
-            raise InputError(path, lineno, "answer", "no non-empty gold answer")
+        if not aliases:  # nothing to judge an answer against (3 lines of the released CWQ file)
+            unanswerable.append(lineno)
+            continue
         key = " ".join(question.casefold().split())
         if key in first_line:
             repeats.append((lineno, first_line[key]))
@@ -140,7 +142,12 @@ def read_qa_file(path: str | os.PathLike, dataset: str | None = None) -> list[di
         out.append({"id": str(rid), "dataset": dataset, "question": question.strip(), "answer": aliases,
                     "source": {"file": str(path), "line": lineno}})
     if not out:
-        raise InputError(path, None, None, "no questions (the file is empty)")
+        raise InputError(path, None, None, "no questions with a gold answer" if unanswerable
+                         else "no questions (the file is empty)")
+    if unanswerable:
+        shown = ", ".join(str(n) for n in unanswerable[:10])
+        warn(f"{path}: {len(unanswerable)} question(s) without a non-empty gold answer skipped (field 'answer', "
+             f"line(s) {shown}{' ...' if len(unanswerable) > 10 else ''})")
     if repeats:
         shown = ", ".join(f"line {a} repeats line {b}" for a, b in repeats[:10])
         more = f" and {len(repeats) - 10} more" if len(repeats) > 10 else ""

@@ -122,3 +122,28 @@ def test_sources_by_name(shared_data):
     with pytest.raises(InputError, match="--mmlu-dir"):
         load_dataset("mmlu", hb)
     assert len(load_dataset("nq", hb)) == 3610  # the shared data README's count
+
+
+def test_a_released_training_split_feeds_the_pool_and_is_never_hash_split(tmp_path, capsys):
+    import json
+
+    from elical.data.sources import load_questions, normalize_question, select_run_questions
+
+    folder = tmp_path / "nq"
+    folder.mkdir()
+    train = [{"question": f"train question number {i}?", "answer": [str(i)]} for i in range(40)]
+    train.append({"question": "Who wrote Hamlet", "answer": ["Shakespeare"]})  # the evaluation question again
+    evaluation = [{"question": f"evaluation question number {i}?", "answer": [str(i)]} for i in range(30)]
+    evaluation.append({"question": "who wrote hamlet?", "answer": ["William Shakespeare"]})
+    (folder / "train.jsonl").write_text("".join(json.dumps(q) + "\n" for q in train))
+    (folder / "dev.jsonl").write_text("".join(json.dumps(q) + "\n" for q in evaluation))
+    by = load_questions(["nq"], tmp_path)
+    assert "1 training question(s) also in dev.jsonl dropped" in capsys.readouterr().err
+    chosen = select_run_questions(by, n_train=40, n_eval=31, seed=0)
+    pool = {q["question"] for q in chosen if q["split"] == "train"}
+    test = {q["question"] for q in chosen if q["split"] == "test"}
+    assert pool == {q["question"] for q in train[:40]}  # every training-file question, whatever its hash
+    assert test == {q["question"] for q in evaluation}
+    assert not {normalize_question(q) for q in pool} & {normalize_question(q) for q in test}
+    assert all("side" not in q for q in chosen)
+    assert len({q["id"] for q in chosen}) == len(chosen)  # train ids (nq/train/<line>) never collide with eval ids

@@ -55,15 +55,21 @@ def hash_split(question: str, train_fraction: float = TRAIN_FRACTION) -> str:
     return "train" if u < train_fraction else "test"
 
 
-def _dataset_file(data_dir: Path, name: str) -> Path:
+def _dataset_files(data_dir: Path, name: str) -> tuple[Path | None, Path]:
+    """(training file or None, evaluation file) of ``<data_dir>/<name>/``: one ``<split>.jsonl`` (hash split), or
+    ``train.jsonl`` beside exactly one other file (the released training split and an evaluation split)."""
     folder = data_dir / name
     if not folder.is_dir():
         have = sorted(p.name for p in data_dir.iterdir() if p.is_dir()) if data_dir.is_dir() else []
         raise InputError(data_dir, None, "--datasets", f"no dataset '{name}' here (found: {', '.join(have) or 'none'})")
     files = sorted(folder.glob("*.jsonl"))
+    train = folder / "train.jsonl"
+    if len(files) == 2 and train in files:
+        return train, next(f for f in files if f != train)
     if len(files) != 1:
-        raise InputError(folder, None, None, f"expected exactly one <split>.jsonl file, found {len(files)}")
-    return files[0]
+        raise InputError(folder, None, None, f"expected one <split>.jsonl file, or train.jsonl and one evaluation "
+                         f"file, found {len(files)}")
+    return None, files[0]
 
 
 def load_dataset(name: str, data_dir: str | Path | None = None, mmlu_dir: str | Path | None = None) -> list[dict]:
@@ -88,8 +94,24 @@ def load_dataset(name: str, data_dir: str | Path | None = None, mmlu_dir: str | 
 
 
 def read_qa_folder(data_dir: str | Path, name: str) -> list[dict]:
-    """The questions of ``<data_dir>/<name>/<split>.jsonl`` (exactly one file). Raises InputError."""
-    return read_qa_file(_dataset_file(Path(data_dir), name), dataset=name)
+    """The questions of ``<data_dir>/<name>/``: one ``<split>.jsonl`` file, cut by :func:`hash_split` later; or a
+    released training split ``train.jsonl`` beside one evaluation file, whose questions then carry ``side``
+    ("train" / "test"; ids ``<name>/train/<line>`` for the training file) and are never hash-split. A training
+    question equal to an evaluation question after :func:`normalize_question` is dropped (warned). Raises
+    InputError."""
+    from elical.records import warn
+
+    train_file, eval_file = _dataset_files(Path(data_dir), name)
+    questions = read_qa_file(eval_file, dataset=name)
+    if train_file is None:
+        return questions
+    seen = {normalize_question(q["question"]) for q in questions}
+    train = [{**q, "id": f"{name}/train/{q['source']['line']}", "side": "train"}
+             for q in read_qa_file(train_file, dataset=name)]
+    kept = [q for q in train if normalize_question(q["question"]) not in seen]
+    if len(kept) < len(train):
+        warn(f"{train_file}: {len(train) - len(kept)} training question(s) also in {eval_file.name} dropped")
+    return [{**q, "side": "test"} for q in questions] + kept
 
 
 def load_questions(datasets: Sequence[str], data_dir: str | Path | None = None,
@@ -125,8 +147,9 @@ def select_run_questions(by_dataset: dict[str, list[dict]], n_train: int, n_eval
     chosen = []
     for name in sorted(by_dataset):
         sides = {"train": [], "test": []}
-        for q in by_dataset[name]:
-            sides[hash_split(q["question"])].append(q)
+        for q in by_dataset[name]:  # a released training split fixes the side; else the hash does
+            side = q.get("side") or hash_split(q["question"])
+            sides[side].append({k: v for k, v in q.items() if k != "side"})
         wanted = (("train", per_train),) if name in pool_names else ()
         for side, n in (*wanted, ("test", n_eval)):
             pool = sides[side]

@@ -219,6 +219,10 @@ def _batch_metrics(Y: np.ndarray, C: np.ndarray, n_bins: int) -> dict[str, np.nd
     return out
 
 
+#: Public name: the resampled metrics of several (y, confidence) rows at once (``elical study``'s intervals).
+batch_metrics = _batch_metrics
+
+
 def _coverage_k(coverage: float, n: int) -> int:
     # rounded to 9 decimals first so that e.g. 0.7 * 10 gives k = 7, not 8
     return max(int(math.ceil(round(coverage * n, 9))), 1)

@@ -22,7 +22,7 @@ from typing import Sequence
 from elical.generation.base import DecodingConfig, Generation, seed_for
 
 __all__ = ["make_generator", "transformers_generator", "vllm_generator", "openai_generator", "VLLMGenerator",
-           "OpenAIGenerator", "EndpointError"]
+           "OpenAIGenerator", "EndpointError", "parse_vllm_args", "check_vllm_options"]
 
 def make_generator(backend: str, model, tokenizer=None, decoding: DecodingConfig = DecodingConfig(), **kw):
     """A generator for ``backend``, a name of :data:`elical.generation.BACKENDS`: ``"transformers"`` | ``"vllm"`` |
@@ -68,6 +68,122 @@ def openai_generator(model, tokenizer=None, decoding: DecodingConfig = DecodingC
     if "base_url" not in kw:
         raise ValueError("the openai backend needs base_url (e.g. http://127.0.0.1:8000/v1)")
     return OpenAIGenerator(kw.pop("base_url"), model, tokenizer=tokenizer, decoding=decoding, **kw)
+
+
+def _vllm_value(text: str):
+    """``true``/``false`` -> bool, ``none``/``null`` -> None, integers -> int, other numbers -> float, JSON
+    objects and lists (``{...}``, ``[...]``) -> dict / list, anything else -> the string itself."""
+    import json
+
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    if text.strip()[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"not valid JSON ({exc})") from None
+    return text
+
+
+def parse_vllm_args(items: Sequence[str] = (), tensor_parallel_size: int | None = None) -> dict:
+    """Keyword arguments for ``vllm.LLM`` from ``--tensor-parallel-size`` and repeated ``--vllm-arg key=value``.
+
+    Keys take ``-`` or ``_`` (``gpu-memory-utilization`` is ``gpu_memory_utilization``); values are parsed as in
+    :func:`_vllm_value` (``enforce_eager=true``, ``max_model_len=4096``, ``gpu_memory_utilization=0.85``,
+    ``dtype=bfloat16``, ``compilation_config={"level": 3}``). Returns a dict in the order given. Raises
+    :class:`elical.records.InputError` (exit code 2) naming the option for an item without ``=``, a key that is no
+    identifier or is given twice, ``model`` (elical passes it), or a tensor-parallel size below 1.
+    """
+    from elical.records import InputError
+
+    out = {}
+    if tensor_parallel_size is not None:
+        if isinstance(tensor_parallel_size, bool) or not isinstance(tensor_parallel_size, int) \
+                or tensor_parallel_size < 1:
+            raise InputError("--tensor-parallel-size", None, "--tensor-parallel-size",
+                             f"expected a positive integer (GPUs per model copy), got {tensor_parallel_size!r}")
+        out["tensor_parallel_size"] = tensor_parallel_size
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key.isidentifier():
+            raise InputError("--vllm-arg", None, "--vllm-arg", f"expected key=value (e.g. gpu_memory_utilization="
+                             f"0.85), got {item!r}")
+        if key == "model":
+            raise InputError("--vllm-arg", None, key, "the model is --model, not a vLLM option")
+        if key in out:
+            raise InputError("--vllm-arg", None, key, "given twice (--tensor-parallel-size sets "
+                             "tensor_parallel_size)" if key == "tensor_parallel_size" else "given twice")
+        try:
+            out[key] = _vllm_value(text)
+        except ValueError as exc:
+            raise InputError("--vllm-arg", None, key, str(exc)) from None
+    return out
+
+
+def _type_text(annotation) -> str:
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
+
+
+# annotations whose every word is one of these are checked against the value's type
+_SIMPLE_TYPES = {"int": int, "float": float, "bool": bool, "str": str, "None": type(None)}
+
+
+def check_vllm_options(options: dict) -> dict:
+    """Check ``options`` against the installed vLLM before anything is written: every key must be a parameter of
+    ``vllm.LLM`` or a field of ``vllm.EngineArgs``, and a value must have the field's simple type (int, float,
+    bool, str or None, as its annotation says; an int is a valid float). Returns ``options``.
+
+    Raises :class:`elical.records.InputError` (exit code 2) for vLLM not installed, an unknown key (naming the
+    closest known ones) or a value of the wrong type; other constraints (e.g. more GPUs than present) are vLLM's
+    own checks, when the engine starts."""
+    import dataclasses
+    import difflib
+    import inspect
+    import re
+
+    from elical.records import InputError
+
+    try:
+        import vllm
+    except ImportError:
+        raise InputError("--backend", None, "--backend", "the vllm backend needs vLLM on a GPU machine: "
+                         "pip install vllm") from None
+    fields = {}
+    engine_args = getattr(vllm, "EngineArgs", None)
+    if engine_args is not None and dataclasses.is_dataclass(engine_args):
+        fields = {f.name: _type_text(f.type) for f in dataclasses.fields(engine_args)}
+    try:
+        params = inspect.signature(vllm.LLM.__init__).parameters
+    except (TypeError, ValueError):
+        params = {}
+    known = {**fields, **{k: _type_text(p.annotation) for k, p in params.items()
+                          if k != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}}
+    if not known:
+        return options  # nothing to check against
+    for key, value in options.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, list(known), n=3)
+            raise InputError("--vllm-arg", None, key, "not an option of vllm.LLM / vllm.EngineArgs"
+                             + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        text = known[key].replace("typing.", "").replace("builtins.", "")
+        words = re.findall(r"[A-Za-z_]\w*", text)
+        words = [w for w in words if w not in ("Optional", "Union")] + (["None"] if "Optional" in words else [])
+        if not words or not set(words) <= set(_SIMPLE_TYPES):
+            continue
+        allowed = tuple(_SIMPLE_TYPES[w] for w in words) + ((int,) if "float" in words else ())
+        if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
+            raise InputError("--vllm-arg", None, key, f"expected {' or '.join(words)} (vLLM's type {known[key]}), "
+                             f"got {value!r}")
+    return options
 
 
 def _cut_answer(text: str, tokens: list, logprobs: list) -> tuple[list, list]:

@@ -43,32 +43,56 @@ def check_layer(model, layer: int) -> int:
     return layer
 
 
-def extract_hidden_states(model, tokenizer, prompts: Sequence[str], layer: int = -1, batch_size: int = 16,
-                          progress: bool = False) -> np.ndarray:
-    """Hidden state of the last real prompt token for each prompt, by a forward pass over the prompts.
+def extract_hidden_states(model, tokenizer, prompts: Sequence[str], layer: int | Sequence[int] = -1,
+                          batch_size: int = 16, progress: bool = False, *, pooling: str = "last",
+                          questions: Sequence[str] | None = None):
+    """Hidden states of each prompt by a forward pass over the prompts: of its last real token (``pooling="last"``,
+    the paper's) or the mean over the tokens of its question (``pooling="mean"``, needs ``questions``, one per
+    prompt, and a fast tokenizer; the span: :mod:`elical.generation.pooling`).
 
-    ``layer``: index into ``output_hidden_states`` (0 = embeddings, -1 = final layer, as in the paper).
-    Returns float32 ndarray of shape (len(prompts), hidden_size). Prompts are right-padded here; the index of
-    each row's last real token comes from :func:`last_token_index`. The LM head runs on one position only
-    (``logits_to_keep=1``) and no key-value cache is kept: the pass costs the model body alone.
+    ``layer``: index into ``output_hidden_states`` (0 = embeddings, -1 = final layer, as in the paper), or a list of
+    them. Returns float32 ndarray of shape (len(prompts), hidden_size) for one layer, ``{layer: ndarray}`` for a
+    list (one pass for all). Prompts are right-padded here; the index of each row's last real token comes from
+    :func:`last_token_index`. The LM head runs on one position only (``logits_to_keep=1``) and no key-value cache
+    is kept: the pass costs the model body alone. Raises ValueError for a layer out of range, an unknown pooling,
+    ``questions`` missing or of another length, or a question not found in its prompt.
     """
     import torch
     from tqdm.auto import tqdm
 
-    check_layer(model, layer)
-    out = []
+    from elical.generation.pooling import POOLINGS, question_char_span, question_token_mask
+
+    layers = [layer] if isinstance(layer, (int, np.integer)) else list(dict.fromkeys(int(x) for x in layer))
+    for x in layers:
+        check_layer(model, x)
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    if pooling == "mean" and (questions is None or len(questions) != len(prompts)):
+        raise ValueError("mean pooling needs one question per prompt (questions=...)")
+    out: dict[int, list] = {x: [] for x in layers}
     batches = range(0, len(prompts), batch_size)
     for start in tqdm(batches, desc="hidden states", disable=not progress, unit="batch"):
         chunk = list(prompts[start:start + batch_size])
-        enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False,
+                        return_offsets_mapping=pooling == "mean")
+        offsets = enc.pop("offset_mapping", None)
         enc = {k: v.to(model.device) for k, v in enc.items()}
         with torch.inference_mode():
-            hs = model(**enc, output_hidden_states=True, use_cache=False, logits_to_keep=1).hidden_states[layer]
-        idx = last_token_index(enc["attention_mask"])
-        out.append(hs[torch.arange(hs.shape[0], device=hs.device), idx].float().cpu().numpy())
-    if not out:
-        return np.zeros((0, model.config.hidden_size), dtype=np.float32)
-    return np.concatenate(out).astype(np.float32)
+            states = model(**enc, output_hidden_states=True, use_cache=False, logits_to_keep=1).hidden_states
+        if pooling == "last":
+            idx = last_token_index(enc["attention_mask"])
+            rows = torch.arange(idx.shape[0], device=idx.device)
+            for x in layers:
+                out[x].append(states[x][rows, idx].float().cpu().numpy())
+            continue
+        spans = [question_char_span(p, q) for p, q in zip(chunk, questions[start:start + batch_size])]
+        mask = question_token_mask(offsets, enc["attention_mask"], spans).to(states[0].device)
+        weights = (mask.float() / mask.sum(dim=1, keepdim=True)).unsqueeze(-1)
+        for x in layers:
+            out[x].append((states[x].float() * weights).sum(dim=1).cpu().numpy())
+    feats = {x: np.concatenate(v).astype(np.float32) if v else np.zeros((0, model.config.hidden_size), np.float32)
+             for x, v in out.items()}
+    return feats[layers[0]] if isinstance(layer, (int, np.integer)) else feats
 
 
 def save_features(path: str | Path, ids: Sequence[str], features: np.ndarray, meta: dict | None = None) -> None:
@@ -86,11 +110,59 @@ def save_features(path: str | Path, ids: Sequence[str], features: np.ndarray, me
     tmp.replace(path)
 
 
-def load_features(path: str | Path) -> tuple[list[str], np.ndarray, dict]:
-    """Load ``(ids, features of shape (n, d), meta)`` written by :func:`save_features`."""
+def load_features(path: str | Path, mmap: bool = False) -> tuple[list[str], np.ndarray, dict]:
+    """Load ``(ids, features of shape (n, d), meta)`` written by :func:`save_features`.
+
+    ``mmap=False`` reads the whole float32 matrix into memory. ``mmap=True`` returns a read-only ``np.memmap``
+    over the file's data instead (same ids, meta and values; nothing is read until rows are used), for pools that
+    do not fit in memory: :class:`elical.heads.probe.ProbeHead` trains and predicts on it chunk by chunk
+    (:mod:`elical.heads.streaming`). Raises :class:`elical.records.InputError` for a file that is not a features
+    file (no ``hidden_states`` tensor, an unsupported dtype, a data block that does not match the header).
+    """
+    if mmap:
+        return _load_features_mmap(Path(path))
     from safetensors import safe_open
 
     with safe_open(str(path), framework="np") as fh:
         header = fh.metadata()
         feats = fh.get_tensor("hidden_states")
     return json.loads(header["ids"]), feats, json.loads(header.get("meta", "{}"))
+
+
+# safetensors dtypes that numpy reads as they are (bf16 has no numpy dtype; save_features writes F32)
+_NP_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8"}
+
+
+def _load_features_mmap(path: Path) -> tuple[list[str], np.ndarray, dict]:
+    """The safetensors layout: 8 bytes little-endian u64 N, N bytes of JSON header (``__metadata__`` and, per
+    tensor, ``dtype``, ``shape`` and ``data_offsets`` [begin, end) relative to the end of the header), the data."""
+    import struct
+
+    from elical.records import InputError
+
+    try:
+        with open(path, "rb") as fh:
+            (n_header,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(n_header))
+        size = path.stat().st_size
+        info, metadata = header["hidden_states"], header.get("__metadata__") or {}
+        ids, meta = json.loads(metadata["ids"]), json.loads(metadata.get("meta", "{}"))
+        begin, end = (int(v) for v in info["data_offsets"])
+        shape = tuple(int(v) for v in info["shape"])
+    except FileNotFoundError:
+        raise InputError(path, None, None, "file not found") from None
+    except (OSError, struct.error, ValueError, KeyError, TypeError) as exc:
+        raise InputError(path, None, "hidden_states", f"not an elical features file ({exc!r})") from None
+    if info.get("dtype") not in _NP_DTYPES:
+        raise InputError(path, None, "hidden_states", f"dtype {info.get('dtype')!r} cannot be memory-mapped "
+                         f"(one of {', '.join(_NP_DTYPES)})")
+    dtype = np.dtype(_NP_DTYPES[info["dtype"]])
+    offset = 8 + n_header + begin
+    if len(shape) != 2 or end - begin != shape[0] * shape[1] * dtype.itemsize or offset + end - begin > size:
+        raise InputError(path, None, "hidden_states", f"shape {list(shape)} does not match data_offsets "
+                         f"[{begin}, {end}) in a file of {size} bytes")
+    if len(ids) != shape[0]:
+        raise InputError(path, None, "ids", f"{len(ids)} ids for {shape[0]} feature rows")
+    if 0 in shape:  # mmap cannot map zero bytes
+        return ids, np.zeros(shape, dtype=dtype), meta
+    return ids, np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape), meta

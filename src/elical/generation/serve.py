@@ -14,12 +14,22 @@ vLLM's server. It exists so elical's endpoint backend (:class:`elical.generation
 tested against a real server offline, and to serve a local model to clients that speak the OpenAI API.
 ``--no-logprobs`` answers without log-probs (like servers that do not give them); ``--fail-first K`` answers the
 first K POST requests with HTTP 503 (to exercise clients' retries).
+
+Confidence before answering (EliCal, Ni et al., arXiv 2510.17509): with ``--confidence-head HEAD_DIR`` (a head
+directory of ``elical run``, ``RUN/heads/<name>/``, or of ``elical export-head``) every choice carries
+``"elical": {"confidence": c, "method": name, "abstained": bool, "threshold": T or null}``, computed from the
+question (chat: the last user message; completions: the prompt) with one forward pass before any token is
+generated. With ``--abstain-below T`` a question with ``c < T`` is not answered: its choices hold the fixed
+``--abstention-text`` with ``finish_reason`` ``"stop"`` (a value every OpenAI client accepts) and no token is
+generated. A request may set its own threshold with ``"elical": {"abstain_below": T or null}``. Without a head the
+server behaves as before (no ``elical`` field). See ``docs/serving.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import threading
 import time
 import uuid
@@ -27,9 +37,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from elical.generation.base import DecodingConfig
 
-__all__ = ["CompletionService", "make_server", "register", "main"]
+__all__ = ["ABSTENTION_TEXT", "CompletionService", "make_server", "register", "main"]
 
 MAX_TOKENS, MAX_N = 1024, 128
+ABSTENTION_TEXT = "I am not confident that I can answer this correctly, so I will not guess."
 
 
 class RequestError(ValueError):
@@ -57,10 +68,19 @@ def _rows_generator(model, tokenizer, decoding):
 
 class CompletionService:
     """Turns OpenAI request bodies into answers from a transformers model (``model``/``tokenizer`` as returned by
-    :func:`elical.generation.models.load_model`). ``logprobs``: False never returns log-probs. Thread-safe (one lock)."""
+    :func:`elical.generation.models.load_model`). ``logprobs``: False never returns log-probs. Thread-safe (one lock).
 
-    def __init__(self, model, tokenizer, name: str, logprobs: bool = True):
+    ``confidence``: optional :class:`elical.heads.confidence.ConfidenceModel` on the same model (anything with
+    ``predict(questions) -> ndarray (n,)`` in [0, 1] and ``method``): each choice then gets an ``elical`` field and,
+    below ``abstain_below`` (a probability in [0, 1], None = never), the ``abstention_text`` instead of an answer.
+    Raises ValueError for ``abstain_below`` outside [0, 1] or without ``confidence``."""
+
+    def __init__(self, model, tokenizer, name: str, logprobs: bool = True, *, confidence=None,
+                 abstain_below: float | None = None, abstention_text: str = ABSTENTION_TEXT):
+        if abstain_below is not None and (confidence is None or not 0.0 <= abstain_below <= 1.0):
+            raise ValueError(f"abstain_below must be in [0, 1] and needs a confidence head, got {abstain_below!r}")
         self.model, self.tokenizer, self.name, self.logprobs = model, tokenizer, name, logprobs
+        self.confidence, self.abstain_below, self.abstention_text = confidence, abstain_below, abstention_text
         self._lock = threading.Lock()
 
     def complete(self, body: dict, chat: bool = False) -> dict:
@@ -70,12 +90,16 @@ class CompletionService:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
                 raise RequestError("'messages' must be a non-empty list")
+            # Content as a list of parts (OpenAI's newer format): its text parts, for templates that want a string.
+            messages = [{**m, "content": _text(m.get("content"))} if isinstance(m, dict) else m for m in messages]
             prompts = [self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)]
+            questions = [_last_user_message(messages)] if self.confidence is not None else None
         else:
             prompts = body.get("prompt")
             prompts = [prompts] if isinstance(prompts, str) else prompts
             if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
                 raise RequestError("'prompt' must be a string or a non-empty list of strings")
+            questions = prompts
         n = _number(body, "n", 1, int, 1, MAX_N)
         max_tokens = _number(body, "max_tokens", 16, int, 1, MAX_TOKENS)
         temperature = _number(body, "temperature", 1.0, float, 0.0, 100.0)
@@ -86,29 +110,80 @@ class CompletionService:
         stop = [stop] if isinstance(stop, str) else list(stop)
         want_lp = body.get("logprobs") not in (None, False) and self.logprobs
 
+        gates = self._gates(questions, body) if self.confidence is not None else None
+        answer = [i for i in range(len(prompts)) if gates is None or not gates[i]["abstained"]]
+
         greedy = temperature == 0.0
-        decoding = DecodingConfig(n_samples=0 if greedy else n, temperature=temperature or 1.0, top_p=top_p,
-                                  top_k=top_k if top_k > 0 else 0, max_new_tokens=max_tokens,
-                                  batch_size=len(prompts))
-        with self._lock:
-            gen = _rows_generator(self.model, self.tokenizer, decoding)
-            gen.generate(prompts, [str(i) for i in range(len(prompts))], seed=seed)
         per = 1 if greedy else n + 1
+        if answer:  # all abstained: no token is generated
+            decoding = DecodingConfig(n_samples=0 if greedy else n, temperature=temperature or 1.0, top_p=top_p,
+                                      top_k=top_k if top_k > 0 else 0, max_new_tokens=max_tokens,
+                                      batch_size=len(answer))
+            with self._lock:
+                gen = _rows_generator(self.model, self.tokenizer, decoding)
+                # Prompt i keeps its sampling key str(i) whether or not other prompts of the request abstained.
+                gen.generate([prompts[i] for i in answer], [str(i) for i in answer], seed=seed)
+        position = {i: k for k, i in enumerate(answer)}
         choices, used = [], 0
         for i in range(len(prompts)):
-            rows = [gen.rows[i * per]] * n if greedy else gen.rows[i * per + 1:(i + 1) * per]
-            for j, (text, tokens, lps, ids) in enumerate(rows):
-                for s in stop:
-                    text = text.split(s)[0] if s else text
+            k = position.get(i)
+            if k is None:
+                rows = [(self.abstention_text, [], [], [])] * n
+            else:
+                rows = [gen.rows[k * per]] * n if greedy else gen.rows[k * per + 1:(k + 1) * per]
+            for text, tokens, lps, ids in rows:
+                if k is not None:
+                    for s in stop:
+                        text = text.split(s)[0] if s else text
                 used += len(ids)
                 finish = "length" if len(ids) >= max_tokens else "stop"
                 choices.append(_choice(len(choices), text, tokens, lps, finish, want_lp, chat))
+                if gates is not None:
+                    choices[-1]["elical"] = dict(gates[i])
         prompt_tokens = sum(len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts)
         return {"id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
                 "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
                 "model": self.name, "choices": choices,
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": used,
                           "total_tokens": prompt_tokens + used}}
+
+    def _gates(self, questions: list, body: dict) -> list[dict]:
+        """Per question ``{"confidence", "method", "abstained", "threshold"}`` from one forward pass (no generation)."""
+        threshold = self.abstain_below
+        override = body.get("elical")
+        if isinstance(override, dict) and "abstain_below" in override:
+            threshold = override["abstain_below"]
+            if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                          or not 0.0 <= threshold <= 1.0):
+                raise RequestError(f"'elical.abstain_below' must be a number in [0, 1] or null, got {threshold!r}")
+        elif override is not None and not isinstance(override, dict):
+            raise RequestError("'elical' must be an object, e.g. {\"abstain_below\": 0.5}")
+        try:
+            with self._lock:
+                confidence = self.confidence.predict(questions)
+        except ValueError as exc:
+            raise RequestError(f"cannot score the question: {exc}") from None
+        return [{"confidence": float(c), "method": self.confidence.method,
+                 "abstained": threshold is not None and float(c) < threshold, "threshold": threshold}
+                for c in confidence]
+
+
+def _text(content):
+    """A message's content as a string: a list of parts gives its text parts, one per line."""
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return content
+
+
+def _last_user_message(messages: list) -> str:
+    """The text of the last ``user`` message (its content already a string, see :func:`_text`)."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str) and content.strip():
+                return content
+            break
+    raise RequestError("the confidence head needs a non-empty 'user' message (the question) in 'messages'")
 
 
 def _number(body: dict, key: str, default, kind, lo, hi):
@@ -193,7 +268,8 @@ def make_server(service: CompletionService, host: str = "127.0.0.1", port: int =
 
 
 def _add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--model", default="smollm2-135m-instruct", help="default name, local directory or HF id")
+    ap.add_argument("--model", help="default name, local directory or HF id (default: the confidence head's base "
+                    "model, else smollm2-135m-instruct)")
     ap.add_argument("--served-model-name", default=None, help="the name clients send (default: --model)")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8000, help="0 picks a free port")
@@ -201,13 +277,33 @@ def _add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--no-logprobs", action="store_true", help="never return log-probs")
     ap.add_argument("--fail-first", type=int, default=0, metavar="K", help="answer the first K POSTs with 503")
+    ap.add_argument("--confidence-head", metavar="HEAD_DIR", help="a trained head (RUN/heads/<name>/ or an "
+                    "export-head directory): each choice gets its confidence before answering (field 'elical')")
+    ap.add_argument("--abstain-below", type=float, metavar="T", help="with --confidence-head: below this confidence "
+                    "answer with --abstention-text instead of generating (a probability in [0, 1])")
+    ap.add_argument("--abstention-text", default=ABSTENTION_TEXT, help="the fixed text of an abstention")
 
 
 def _serve(args) -> int:
-    from elical.generation.models import load_model
+    from elical.generation.models import DEFAULT_MODEL, load_model
 
-    model, tok = load_model(args.model, device=args.device, dtype=args.dtype)
-    service = CompletionService(model, tok, args.served_model_name or args.model, logprobs=not args.no_logprobs)
+    if args.abstain_below is not None and (args.confidence_head is None or not 0.0 <= args.abstain_below <= 1.0):
+        print("elical serve: error: --abstain-below needs --confidence-head and a value in [0, 1]", file=sys.stderr)
+        return 2
+    confidence, name = None, args.served_model_name or args.model or DEFAULT_MODEL
+    if args.confidence_head is not None:
+        # The command line sits above the stages: loading a head here is the jobs layer's work, not generation's.
+        from elical.heads.confidence import ConfidenceModel
+
+        # Without --model the head's recorded base model is served (the one its confidences are about).
+        given = load_model(args.model, device=args.device, dtype=args.dtype) if args.model else None
+        confidence = ConfidenceModel.load(args.confidence_head, model=given, device=args.device)
+        model, tok = confidence.model, confidence.tokenizer
+        name = args.served_model_name or args.model or confidence.base_model or DEFAULT_MODEL
+    else:
+        model, tok = load_model(args.model or DEFAULT_MODEL, device=args.device, dtype=args.dtype)
+    service = CompletionService(model, tok, name, logprobs=not args.no_logprobs, confidence=confidence,
+                                abstain_below=args.abstain_below, abstention_text=args.abstention_text)
     server = make_server(service, args.host, args.port, fail_first=args.fail_first)
     host, port = server.server_address[:2]
     print(f"listening on http://{host}:{port}/v1", flush=True)

@@ -19,12 +19,18 @@ such as Consis-Sem needs N sampled answers plus judging for the same number (see
 - a :class:`elical.heads.lora.LoRAHead` directory (``head.json`` format ``elical.LoRAHead``): the base model comes from
   ``head.json`` (``model.json``, when present, overrides it and sets the instruction; default instruction:
   :data:`elical.generation.base.QA_INSTRUCTION`, the one ``elical run`` uses).
+- a directory written by ``elical export-head`` (:data:`elical.heads.reference.EXPORT_JSON`, the reference format).
+
+:meth:`ConfidenceModel.from_reference` loads a checkpoint of the paper's own code (a peft adapter directory plus
+``vector_head_*.pt``; :mod:`elical.heads.reference`), e.g. the released Honest-Qwen2.5 / Honest-Llama3 models
+(``docs/models.md``). :meth:`ConfidenceModel.gate` turns confidences into answer / abstain decisions.
 """
 
 from __future__ import annotations
 
 import json
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -33,7 +39,7 @@ import numpy as np
 from elical.generation.base import QA_INSTRUCTION, build_prompt
 from elical.records import InputError
 
-__all__ = ["MODEL_JSON", "write_model_json", "read_model_json", "ConfidenceModel"]
+__all__ = ["MODEL_JSON", "write_model_json", "read_model_json", "Gate", "ConfidenceModel"]
 
 MODEL_JSON = "model.json"
 _MODEL_FORMAT = "elical.HeadModel"
@@ -84,12 +90,23 @@ def read_model_json(directory) -> dict | None:
     return {"model": meta["model"], "layer": layer, "instruction": instruction}
 
 
+@dataclass(frozen=True)
+class Gate:
+    """The decision for one question (:meth:`ConfidenceModel.gate`): ``confidence`` in [0, 1] (probability that the
+    answer will be correct, higher = more likely) and ``answer`` (True when ``confidence >= threshold``: generate;
+    False: abstain, or retrieve first)."""
+
+    question: str
+    confidence: float
+    answer: bool
+
+
 class ConfidenceModel:
     """Confidence that the model will answer each question correctly, before any answer is generated.
 
     Parameters
     ----------
-    head : ProbeHead or LoRAHead, fitted
+    head : ProbeHead, LoRAHead or :class:`elical.heads.reference.ReferenceHead`, fitted
     model, tokenizer : the base model the head was trained on (for a LoRAHead: the model its adapter lives in).
     layer : int
         Hidden layer a ProbeHead reads (index into ``output_hidden_states``; ignored for a LoRAHead: final layer).
@@ -99,16 +116,19 @@ class ConfidenceModel:
         Name written beside each confidence (default: the head directory's name when loaded).
     batch_size : int
         Prompts per forward pass.
+    base_model : str, optional
+        The base model's name, directory or HF id as recorded with the head (informational; None when unknown).
     """
 
     def __init__(self, head, model, tokenizer, *, layer: int = -1, instruction: str = QA_INSTRUCTION,
-                 method: str | None = None, batch_size: int = 16):
+                 method: str | None = None, batch_size: int = 16, base_model: str | None = None):
         from elical.heads.probe import ProbeHead
         from elical.heads.lora import LoRAHead
+        from elical.heads.reference import ReferenceHead
 
-        if not isinstance(head, (ProbeHead, LoRAHead)):
-            raise ValueError(f"head must be a fitted ProbeHead or LoRAHead, got {type(head).__name__}")
-        if isinstance(head, ProbeHead) and head.n_features_in_ != model.config.hidden_size:
+        if not isinstance(head, (ProbeHead, LoRAHead, ReferenceHead)):
+            raise ValueError(f"head must be a fitted ProbeHead, LoRAHead or ReferenceHead, got {type(head).__name__}")
+        if isinstance(head, (ProbeHead, ReferenceHead)) and head.n_features_in_ != model.config.hidden_size:
             raise ValueError(f"the head reads {head.n_features_in_} features but the model's hidden size is "
                              f"{model.config.hidden_size}: not the model it was trained on")
         if batch_size < 1:
@@ -120,10 +140,12 @@ class ConfidenceModel:
         self.head, self.model, self.tokenizer = head, model, tokenizer
         self.layer, self.instruction, self.batch_size = layer, instruction, batch_size
         self.method = method or type(head).__name__
+        self.base_model = base_model
 
     @classmethod
     def load(cls, head_dir, model=None, device: str = "cpu", batch_size: int = 16) -> ConfidenceModel:
-        """Load a head directory written by ``ProbeHead.save`` (+ ``model.json``) or ``LoRAHead.save``.
+        """Load a head directory written by ``ProbeHead.save`` (+ ``model.json``), ``LoRAHead.save`` or
+        ``elical export-head`` (the reference format, through :meth:`from_reference`).
 
         ``model``: None (load the base model recorded with the head, on ``device``), a model name/path overriding
         it, or a ``(model, tokenizer)`` pair already loaded (for a LoRAHead, its adapter is added to that model).
@@ -134,8 +156,15 @@ class ConfidenceModel:
         from elical.generation.models import load_model
         from elical.heads.lora import LoRAHead
 
+        from elical.heads.reference import read_export_json
+
         head_dir = Path(head_dir)
         head_json = head_dir / "head.json"
+        exported = None if head_json.exists() else read_export_json(head_dir)
+        if exported is not None:
+            lora = exported.get("lora_dir")
+            return cls.from_reference(head_dir / lora if lora else None, head_dir / exported["head_file"], model,
+                                      device=device, batch_size=batch_size, method=exported.get("method"))
         if not head_json.exists():
             raise InputError(head_json, None, None, "not found: HEAD_DIR must be a directory with a trained head "
                              "(e.g. <run>/heads/elical_k64)")
@@ -152,6 +181,7 @@ class ConfidenceModel:
             with _as_input_error(head_dir):
                 head = ProbeHead.load(head_dir)
             lm, tok = _resolve_model(model, meta.get("model"), device)
+            recorded = meta.get("model")
         elif fmt == "elical.LoRAHead":
             meta = sidecar or {"layer": -1, "instruction": QA_INSTRUCTION}
             name = model if isinstance(model, str) else (sidecar or {}).get("model")
@@ -162,11 +192,51 @@ class ConfidenceModel:
             with _as_input_error(head_dir):
                 head = LoRAHead.load(head_dir, model=pair, device=device)
             lm, tok = head.model, head.tokenizer
+            recorded = name or head_meta.get("base_model")
         else:
             raise InputError(head_json, None, "format", f"expected 'elical.ProbeHead' or 'elical.LoRAHead', got "
                              f"{fmt!r}")
         return cls(head, lm, tok, layer=meta["layer"], instruction=meta["instruction"], method=head_dir.name,
-                   batch_size=batch_size)
+                   batch_size=batch_size, base_model=model if isinstance(model, str) else recorded)
+
+    @classmethod
+    def from_reference(cls, lora_dir, head_file, base_model=None, *, layer: int | None = None,
+                       instruction: str | None = None, device: str = "cpu", batch_size: int = 16,
+                       method: str | None = None) -> ConfidenceModel:
+        """Load a checkpoint in the reference code's format (Ni et al., arXiv 2510.17509; :mod:`elical.heads.reference`).
+
+        Parameters
+        ----------
+        lora_dir : path or None
+            The peft adapter directory (``adapter_config.json`` + ``adapter_model.safetensors``) trained with the
+            head, or None for a head on the frozen base model's hidden states (the reference's ``train_mlp.py``).
+        head_file : path
+            ``vector_head_*.pt``: the state dict of ``nn.Linear(hidden, 1)`` (``weight`` [1, hidden], ``bias`` [1])
+            or of ``Sequential(Linear, ReLU, ..., Linear)`` (``0.*``, ``2.*``, ``4.*``). Read with
+            ``torch.load(weights_only=True)`` only.
+        base_model : str or (model, tokenizer), optional
+            The base model (name, local directory or HF id; or a pair already loaded, shared). Default: the one in
+            ``elical_reference.json`` beside the head file (``elical export-head``), else the adapter's
+            ``base_model_name_or_path``.
+        layer : int, optional
+            Hidden layer the head reads (default: the export's, else -1, the final layer after the final norm, as
+            in the reference; a LoRA head always reads the final layer).
+        instruction : str, optional
+            Prompt template with ``{question}`` inside the chat template (default: the export's, else
+            :data:`elical.heads.reference.REFERENCE_INSTRUCTION`, the reference's QA prompt).
+        method : str, optional
+            Name written beside each confidence (default: the head file's stem, e.g. ``vector_head_epoch_best``).
+
+        Confidence = sigmoid(head(h)) with ``h`` the raw hidden state of the last real prompt token. Raises
+        InputError (file and field named) for unusable files, a file ``weights_only`` refuses, or no base model;
+        ValueError when the head does not fit the model.
+        """
+        from elical.heads.reference import load_reference
+
+        head, lm, tok, layer, instruction, stem, name = load_reference(lora_dir, head_file, base_model, layer=layer,
+                                                                       instruction=instruction, device=device)
+        return cls(head, lm, tok, layer=layer, instruction=instruction, method=method or stem,
+                   batch_size=batch_size, base_model=name)
 
     def prompts(self, questions: Sequence[str]) -> list[str]:
         """The exact model inputs for the questions (chat template around the instruction)."""
@@ -183,17 +253,30 @@ class ConfidenceModel:
         One batched forward pass over the prompts (``batch_size`` at a time), no generation. Raises ValueError for
         empty or non-string questions."""
         from elical.heads.probe import ProbeHead
+        from elical.heads.reference import ReferenceHead
 
         prompts = self.prompts(questions)
         if not prompts:
             return np.zeros(0)
-        if isinstance(self.head, ProbeHead):
+        if isinstance(self.head, (ProbeHead, ReferenceHead)):
             from elical.generation.features import extract_hidden_states
 
             feats = extract_hidden_states(self.model, self.tokenizer, prompts, layer=self.layer,
                                           batch_size=self.batch_size)
             return self.head.predict(feats)
         return self.head.predict(prompts)
+
+    def gate(self, questions: Sequence[str], threshold: float) -> list[Gate]:
+        """Answer-or-abstain decisions before answering: one :class:`Gate` per question, in order.
+
+        ``questions``: n non-empty strings; ``threshold``: probability in [0, 1]. Returns a list of n ``Gate``
+        (``confidence``: float in [0, 1], as :meth:`predict`; ``answer``: ``confidence >= threshold``). One forward
+        pass per batch, no generation: use it to skip generation, abstain, or retrieve first (RAG) for the questions
+        with ``answer=False``. Raises ValueError for a threshold outside [0, 1] or bad questions."""
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be a probability in [0, 1], got {threshold!r}")
+        confidence = self.predict(questions)
+        return [Gate(q, float(c), bool(c >= threshold)) for q, c in zip(questions, confidence)]
 
 
 @contextmanager

@@ -23,7 +23,9 @@ pools are thousands of times smaller than HonestyBench's 560k questions.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import itertools
 import math
 import os
@@ -34,6 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
+from elical.heads.distributed import Replicas, replicas, resolve_precision, step_batches, training_autocast
 from elical.heads.lora_config import LoRAConfig, _rng_devices, detect_target_modules
 from elical.heads.validation import MIN_SAMPLES_FOR_VALIDATION, holdout_split
 
@@ -102,6 +105,8 @@ class LoRAHead:
     adapter_name_ : str, the peft adapter's name in ``model``. target_modules_ : tuple of str.
     head_ : torch.nn.Linear(hidden_size, 1), float32. mean_, scale_ : float32 tensors of shape (hidden_size,).
     history_ : list of (epoch, train_loss or None, val_loss or None); n_epochs_, best_epoch_, best_val_loss_.
+    n_processes_ : int, the data-parallel processes that trained it (1 without a launcher); mixed_precision_ :
+    "bf16" or "no", the precision of its training forward passes.
     """
 
     def __init__(self, model, tokenizer, config: LoRAConfig | None = None, *, base_model: str | None = None):
@@ -158,9 +163,11 @@ class LoRAHead:
         last = hidden[torch.arange(hidden.shape[0], device=hidden.device), idx]
         return last.to(self.mean_.device, torch.float32)
 
-    def _logits(self, enc: dict):
-        """Head logits, shape (batch,), float32."""
-        return self.head_((self._last_hidden(enc) - self.mean_) / self.scale_).squeeze(-1)
+    def _logits(self, enc: dict, precision=contextlib.nullcontext):
+        """Head logits, shape (batch,), float32; ``precision()``: the context of the backbone's forward pass."""
+        with precision():
+            hidden = self._last_hidden(enc)
+        return self.head_((hidden - self.mean_) / self.scale_).squeeze(-1)
 
     def _predict_batches(self, prompts: Sequence[str]) -> np.ndarray:
         import torch
@@ -176,6 +183,14 @@ class LoRAHead:
         finally:
             self.model.train(was_training)
         return np.concatenate(out).astype(np.float64)
+
+    def _predict_shared(self, prompts: Sequence[str], reps: Replicas) -> np.ndarray:
+        """Confidences of ``prompts`` (n,), float64: each process predicts its block, every process gets all."""
+        import torch
+
+        mine = [prompts[i] for i in reps.block(len(prompts))]
+        pred = torch.from_numpy(self._predict_batches(mine) if mine else np.zeros(0)).to(self._device)
+        return reps.gather_rows(pred).cpu().numpy()
 
     # ------------------------------------------------------------------ public API
     def fit(self, prompts, targets, *, val=None, init: LoRAHead | None = None) -> LoRAHead:
@@ -195,8 +210,11 @@ class LoRAHead:
             standardisation are copied into this head's own adapter; ``init`` is not modified. Its rank, alpha and
             target modules are used whatever this head's config says.
 
-        Returns self. Raises ValueError for bad prompts/targets, a second call to fit, or an ``init`` that is not
-        fitted or sits on another model.
+        Under ``accelerate launch`` / ``torchrun`` every process calls fit with the same arguments and trains on
+        its share of each step (:mod:`elical.heads.distributed`); all of them end with the same weights.
+
+        Returns self. Raises ValueError for bad prompts/targets, a second call to fit, an ``init`` that is not
+        fitted or sits on another model, or processes given different data.
         """
         import torch
 
@@ -208,6 +226,8 @@ class LoRAHead:
         if val is not None:
             val_prompts = _as_prompts(val[0], "val prompts")
             val = (val_prompts, _as_targets(val[1], len(val_prompts), "val targets"))
+        reps = replicas()
+        reps.check_same("training data", prompts, y, *(val or ()), device=next(self.model.parameters()).device)
         if init is not None:
             if not isinstance(init, LoRAHead) or not hasattr(init, "head_"):
                 raise ValueError("init must be a fitted LoRAHead")
@@ -240,13 +260,22 @@ class LoRAHead:
                 self.head_ = copy.deepcopy(init.head_)
                 self.mean_, self.scale_ = init.mean_.clone(), init.scale_.clone()
             else:
-                self._init_head(hidden_size, prompts, generator)
-            history, best = self._train(prompts, y, val, epochs, generator, plan or epochs)
+                self._init_head(hidden_size, prompts, generator, reps)
+            reps.broadcast_(self._weights())  # as DDP does: every replica starts from rank 0's weights
+            if reps.rank:  # LoRA dropout masks independent across ranks; rank 0 keeps the one-process stream
+                torch.manual_seed(int(np.random.SeedSequence([cfg.random_state, reps.rank]).generate_state(1)[0]))
+            history, best = self._train(prompts, y, val, epochs, generator, plan or epochs, reps)
         self.history_, self.n_epochs_, self.best_epoch_ = history, history[-1][0], best
+        self.n_processes_ = reps.world_size
+        self.mixed_precision_ = resolve_precision(self._device, cfg.mixed_precision)
         self.best_val_loss_ = None if val is None else history[best][2]
         return self
 
-    def _init_head(self, hidden_size: int, prompts: list[str], generator) -> None:
+    def _weights(self) -> list:
+        """The adapter's and the head's weights and the standardisation (the tensors every replica shares)."""
+        return [*self._adapter_params().values(), *self.head_.parameters(), self.mean_, self.scale_]
+
+    def _init_head(self, hidden_size: int, prompts: list[str], generator, reps: Replicas) -> None:
         import torch
 
         head = torch.nn.utils.skip_init(torch.nn.Linear, hidden_size, 1)
@@ -257,11 +286,12 @@ class LoRAHead:
         n = min(len(prompts), _MAX_STAT_PROMPTS)
         pick = torch.randperm(len(prompts), generator=generator)[:n].tolist()
         self.mean_ = torch.zeros(hidden_size, device=self._device)  # _last_hidden puts states on mean_'s device
-        states, bs = [], self.config.batch_size
+        mine, bs = [pick[i] for i in reps.block(n)], self.config.batch_size  # each process its block of prompts
+        states = [torch.zeros((0, hidden_size), device=self.mean_.device)]
         with _adapter_on(self.model, self.adapter_name_, trainable=False), torch.no_grad():
-            for start in range(0, n, bs):
-                states.append(self._last_hidden(self._encode([prompts[i] for i in pick[start:start + bs]])))
-        states = torch.cat(states).double()
+            for start in range(0, len(mine), bs):
+                states.append(self._last_hidden(self._encode([prompts[i] for i in mine[start:start + bs]])))
+        states = reps.gather_rows(torch.cat(states)).double()
         scale = states.std(dim=0, unbiased=False)
         scale[scale == 0] = 1.0  # as scikit-learn's StandardScaler
         self.mean_, self.scale_ = states.mean(dim=0).float(), scale.float()
@@ -285,7 +315,7 @@ class LoRAHead:
         self.cv_best_epochs_ = best
         return int(np.median(best))
 
-    def _train(self, prompts, y, val, epochs, generator, plan_epochs) -> tuple[list, int]:
+    def _train(self, prompts, y, val, epochs, generator, plan_epochs, reps: Replicas) -> tuple[list, int]:
         import torch
 
         cfg = self.config
@@ -294,8 +324,8 @@ class LoRAHead:
         if not cfg.freeze_lora:
             groups.append({"params": lora, "lr": cfg.learning_rate})
         optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
-        n_batches = math.ceil(len(prompts) / cfg.batch_size)
-        steps_per_epoch = math.ceil(n_batches / cfg.grad_accumulation)
+        # optimiser steps: one per effective batch (batch_size x processes x grad_accumulation prompts)
+        steps_per_epoch = math.ceil(len(prompts) / (cfg.batch_size * reps.world_size * cfg.grad_accumulation))
         total = max(1, plan_epochs * steps_per_epoch)  # the schedule's length; training may stop before it
         warmup = math.ceil(cfg.warmup_ratio * total)
 
@@ -310,34 +340,35 @@ class LoRAHead:
             return ({k: v.detach().cpu().clone() for k, v in self._adapter_params().items()},
                     {k: v.detach().cpu().clone() for k, v in self.head_.state_dict().items()})
 
-        def val_loss():
-            pred = self._predict_batches(val[0])
+        def val_loss():  # the same number on every process: predictions gathered in order
+            pred = self._predict_shared(val[0], reps)
             return float(np.mean((pred - val[1].astype(np.float64)) ** 2))
 
         best_val = None if val is None else val_loss()
         history, best_epoch, stale, best_state = [(0, None, best_val)], 0, 0, snapshot()
         was_training = self.model.training
+        precision = functools.partial(training_autocast, self._device, cfg.mixed_precision)
         for epoch in range(1, epochs + 1):
-            order = torch.randperm(len(prompts), generator=generator).tolist()
-            batches = [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+            order = torch.randperm(len(prompts), generator=generator).tolist()  # the same on every process
             total_loss = 0.0
             self.model.train()
             with _adapter_on(self.model, self.adapter_name_, trainable=not cfg.freeze_lora):
-                for step_start in range(0, len(batches), cfg.grad_accumulation):
-                    group = batches[step_start:step_start + cfg.grad_accumulation]
-                    group_size = sum(len(b) for b in group)
+                for mine, step_size in step_batches(order, cfg.batch_size, cfg.grad_accumulation, reps.rank,
+                                                    reps.world_size):
                     optimizer.zero_grad(set_to_none=True)
-                    for batch in group:
-                        pred = torch.sigmoid(self._logits(self._encode([prompts[i] for i in batch])))
+                    for batch in mine:  # the loss of the whole step is a mean over all its prompts
+                        pred = torch.sigmoid(self._logits(self._encode([prompts[i] for i in batch]), precision))
                         target = y_t[batch].to(pred.device)
-                        loss = torch.nn.functional.mse_loss(pred, target, reduction="sum") / group_size
+                        loss = torch.nn.functional.mse_loss(pred, target, reduction="sum") / step_size
                         loss.backward()
-                        total_loss += loss.detach().item() * group_size
+                        total_loss += loss.detach().item() * step_size
+                    reps.sum_grads(trainable)  # the step's gradient, summed over the processes' shares
                     if cfg.max_grad_norm:
                         torch.nn.utils.clip_grad_norm_(trainable, cfg.max_grad_norm)
                     optimizer.step()
                     scheduler.step()
             self.model.train(was_training)
+            total_loss = reps.sum_(torch.tensor([total_loss], dtype=torch.float64, device=self._device)).item()
             current = None if val is None else val_loss()
             history.append((epoch, total_loss / len(prompts), current))
             if val is None:
@@ -355,6 +386,7 @@ class LoRAHead:
                 for k, v in adapter.items():
                     params[k].copy_(v)
             self.head_.load_state_dict(head)
+        reps.broadcast_(self._weights())  # a guarantee: the ranks already agree (same summed gradients, decisions)
         return history, best_epoch
 
     def predict(self, prompts) -> np.ndarray:
@@ -382,7 +414,9 @@ class LoRAHead:
     def save(self, directory) -> None:
         """Write the peft adapter (``adapter_config.json`` + ``adapter_model.safetensors``, readable by
         ``peft.PeftModel.from_pretrained(base, directory)``), ``head.safetensors`` (head weight/bias, mean, scale)
-        and ``head.json`` (format, base model, config, target modules, training history). No pickle.
+        and ``head.json`` (format, base model, config, target modules, training history, processes). No pickle.
+        With several processes (:mod:`elical.heads.distributed`) only rank 0 writes; the others return at once
+        (no barrier: a caller that reads the files on another rank waits for rank 0 itself).
         Raises ValueError when not fitted."""
         from elical.heads.lora_io import save_lora_head
 

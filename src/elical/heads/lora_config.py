@@ -20,9 +20,15 @@ class LoRAConfig:
     learning_rate : peak AdamW step size of the adapters; head_learning_rate: of the head (None: the same).
     weight_decay : AdamW decoupled weight decay (paper: 0.1). warmup_ratio: share of the planned optimiser steps
         with a linear warm-up; the rate then decays linearly towards 0 at ``max_epochs`` (paper: 0.1).
-    batch_size : prompts per forward pass; grad_accumulation: forward passes per optimiser step (effective batch
-        ``batch_size * grad_accumulation``; the paper: 16 x 8 on 560k questions). max_grad_norm: gradient clipping
-        (None: off; the transformers Trainer default is 1.0).
+    batch_size : prompts per forward pass *per process*; grad_accumulation: forward passes per process per
+        optimiser step. Effective batch (prompts per optimiser step) = ``batch_size * processes *
+        grad_accumulation``, processes being 1 without a launcher and ``WORLD_SIZE`` under ``accelerate launch`` /
+        ``torchrun`` (:mod:`elical.heads.distributed`); the paper: 16 x 4 GPUs x 8 = 512 on 560k questions. The
+        learning-rate schedule counts optimiser steps, so W processes x b give the run of 1 process x W*b.
+        max_grad_norm: gradient clipping of the summed gradient (None: off; the transformers Trainer default is 1.0).
+    mixed_precision : "auto" (bfloat16 autocast of the training forward passes on a CUDA device that has it,
+        float32 elsewhere, e.g. on a CPU), "bf16" or "no". Weights, gradients, optimiser state, validation and
+        :meth:`LoRAHead.predict` stay float32 (on the model's own dtype).
     max_epochs, patience, tol : early stopping as :class:`elical.heads.probe.ProbeHead`: stop after ``patience`` epochs
         without a validation-MSE decrease larger than ``tol``; keep the best epoch's weights (epoch 0 included).
     validation_fraction : seeded share of the training prompts held out for early stopping when no ``val`` is
@@ -35,7 +41,9 @@ class LoRAConfig:
         the number of epochs (median of the folds' best, 0 allowed), then the head trains on all prompts for
         that many on the folds' schedule -- the path of the probe heads' stage 2 and Cal-Only.
     random_state : seeds the adapter and head initialisation, the validation split, the shuffling and LoRA
-        dropout; the global torch RNG state is saved and restored around :meth:`LoRAHead.fit`.
+        dropout; the global torch RNG state is saved and restored around :meth:`LoRAHead.fit`. With several
+        processes every one draws the same initialisation, split and shuffling; LoRA dropout masks differ by rank
+        (so only at dropout 0, the default, does W x b reproduce 1 x W*b).
     """
 
     rank: int = 8
@@ -58,12 +66,15 @@ class LoRAConfig:
     validation: str = "holdout"
     cv_folds: int = 5
     random_state: int = 0
+    mixed_precision: str = "auto"
 
     def __post_init__(self):
         if self.target_modules is not None:
             object.__setattr__(self, "target_modules", tuple(self.target_modules))
         if self.validation not in ("holdout", "cv"):
             raise ValueError(f"LoRAConfig.validation must be 'holdout' or 'cv', got {self.validation!r}")
+        if self.mixed_precision not in ("auto", "bf16", "no"):
+            raise ValueError(f"LoRAConfig.mixed_precision must be 'auto', 'bf16' or 'no', got {self.mixed_precision!r}")
         for name in ("rank", "batch_size", "grad_accumulation", "patience", "cv_folds"):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:

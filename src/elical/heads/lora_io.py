@@ -10,6 +10,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from elical.generation.models import load_model
+from elical.heads.distributed import replicas
 from elical.heads.lora_config import _FORMAT, _FORMAT_VERSION, _PEFT_PREFIX, LoRAConfig, _rng_devices
 
 __all__ = ["save_lora_head", "load_lora_head"]
@@ -23,6 +24,8 @@ def save_lora_head(head, directory) -> None:
 
     if not hasattr(head, "head_"):
         raise ValueError("this LoRAHead is not fitted yet; nothing to save")
+    if not replicas().is_main:  # data-parallel training: every rank holds the same head, rank 0 writes it
+        return
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     state = get_peft_model_state_dict(head.model, adapter_name=head.adapter_name_)
@@ -36,7 +39,9 @@ def save_lora_head(head, directory) -> None:
         "token": "last real prompt token", "layer": "final (after the final norm)",
         "config": {**asdict(head.config), "target_modules": list(head.target_modules_)},
         "fitted": {"n_epochs_": head.n_epochs_, "best_epoch_": head.best_epoch_,
-                   "best_val_loss_": head.best_val_loss_, "history_": [list(r) for r in head.history_]},
+                   "best_val_loss_": head.best_val_loss_, "history_": [list(r) for r in head.history_],
+                   "n_processes_": getattr(head, "n_processes_", 1),
+                   "mixed_precision_": getattr(head, "mixed_precision_", "no")},
     }
     peft_cfg = copy.deepcopy(head.peft_config_)
     peft_cfg.base_model_name_or_path = head.base_model
@@ -46,7 +51,6 @@ def save_lora_head(head, directory) -> None:
         os.replace(directory / (name + ".tmp"), directory / name)
     (directory / "head.json.tmp").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     os.replace(directory / "head.json.tmp", directory / "head.json")
-
 
 
 def load_lora_head(cls, directory, model=None, device: str = "cpu"):
@@ -84,4 +88,6 @@ def load_lora_head(cls, directory, model=None, device: str = "cpu"):
     head.history_ = [tuple(r) for r in fitted["history_"]]
     head.n_epochs_, head.best_epoch_ = fitted["n_epochs_"], fitted["best_epoch_"]
     head.best_val_loss_ = fitted["best_val_loss_"]
+    head.n_processes_ = fitted.get("n_processes_", 1)  # heads saved before data-parallel training: one process
+    head.mixed_precision_ = fitted.get("mixed_precision_", "no")
     return head

@@ -25,9 +25,9 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator
-from sklearn.preprocessing import StandardScaler
 
-from elical.heads.validation import MIN_SAMPLES_FOR_VALIDATION, _check_X, _check_y, holdout_split
+from elical.heads.streaming import FeatureFile, check_features, feature_scaler, iter_batches, map_chunks
+from elical.heads.validation import MIN_SAMPLES_FOR_VALIDATION, _check_y, holdout_split
 
 __all__ = ["ProbeHead"]
 
@@ -57,6 +57,8 @@ def _build_net(kind: str, n_features: int, hidden_size: int, generator: torch.Ge
 
 
 def _standardize(X: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    if isinstance(X, FeatureFile):  # memory-mapped: standardised chunk by chunk as rows are read
+        return X.standardized(mean, scale)
     # numpy, not torch: single-threaded and fast even when other processes load the cores.
     Z = X - mean.astype(np.float32)
     Z /= scale.astype(np.float32)
@@ -178,7 +180,9 @@ class ProbeHead(BaseEstimator):
         Parameters
         ----------
         X : ndarray of shape (n_samples, n_features)
-            Frozen features (e.g. last-prompt-token hidden states). Finite values.
+            Frozen features (e.g. last-prompt-token hidden states). Finite values. A ``np.memmap`` (e.g.
+            ``load_features(path, mmap=True)``) or an :class:`elical.heads.streaming.FeatureFile` is read chunk by
+            chunk, never whole; the result equals the in-memory fit up to float rounding.
         y : ndarray of shape (n_samples,)
             Targets in [0, 1]; soft targets (self-consistency, sample accuracy) are allowed.
         X_val, y_val : ndarray of shape (n_val, n_features) and (n_val,), optional
@@ -201,12 +205,12 @@ class ProbeHead(BaseEstimator):
             only one of X_val, y_val given; feature count differing from ``init``'s or between X and X_val.
         """
         self._check_params()
-        X = _check_X(X, "X")
+        X = check_features(X, "X")
         y = _check_y(y, "y", X.shape[0], "X")
         if (X_val is None) != (y_val is None):
             raise ValueError("X_val and y_val must be given together (or neither)")
         if X_val is not None:
-            X_val = _check_X(X_val, "X_val")
+            X_val = check_features(X_val, "X_val")
             y_val = _check_y(y_val, "y_val", X_val.shape[0], "X_val")
             if X_val.shape[1] != X.shape[1]:
                 raise ValueError(f"X_val has {X_val.shape[1]} features but X has {X.shape[1]}")
@@ -246,7 +250,7 @@ class ProbeHead(BaseEstimator):
         """Starting network and standardisation: a copy of ``init``'s, or fresh ones fitted on ``X``."""
         if init is not None:
             return copy.deepcopy(init.module_), init.mean_.copy(), init.scale_.copy()
-        scaler = StandardScaler().fit(X)
+        scaler = feature_scaler(X)
         net = _build_net(self.kind, X.shape[1], self.hidden_size, generator)
         if y is not None:
             # Start the output at the targets' mean (its log-odds as the last bias): with few steps per epoch a
@@ -290,7 +294,7 @@ class ProbeHead(BaseEstimator):
 
         def mse(X_np, y_np):
             with torch.no_grad():
-                pred = _predict_tensor(net, torch.from_numpy(X_np))
+                pred = _predict_tensor(net, X_np)
                 return float(torch.nn.functional.mse_loss(pred, torch.from_numpy(y_np)))
 
         net.train()
@@ -301,10 +305,9 @@ class ProbeHead(BaseEstimator):
         for epoch in range(1, epochs + 1):
             order = torch.randperm(n_train, generator=generator).numpy()
             total = 0.0
-            for start in range(0, n_train, batch_size):
-                idx = order[start:start + batch_size]
-                # Gathered in numpy (torch's threaded copies crawl on a busy 2-core machine), shared without a copy.
-                loss = torch.nn.functional.mse_loss(_confidence(net, torch.from_numpy(Xs[idx])),
+            # Gathered in numpy (torch's threaded copies crawl on a busy 2-core machine), shared without a copy.
+            for idx, batch in iter_batches(Xs, order, batch_size):
+                loss = torch.nn.functional.mse_loss(_confidence(net, torch.from_numpy(batch)),
                                                     torch.from_numpy(y[idx]))
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -333,6 +336,7 @@ class ProbeHead(BaseEstimator):
         Parameters
         ----------
         X : ndarray of shape (n_samples, n_features)
+            Or a ``np.memmap`` / :class:`elical.heads.streaming.FeatureFile`, read chunk by chunk.
 
         Returns
         -------
@@ -344,11 +348,11 @@ class ProbeHead(BaseEstimator):
             Not fitted; X not 2-D or not finite; X's feature count differing from the fitted one.
         """
         self._check_fitted()
-        X = _check_X(X, "X")
+        X = check_features(X, "X")
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features but the head was fitted on {self.n_features_in_}")
         with torch.no_grad():
-            out = _predict_tensor(self.module_, torch.from_numpy(_standardize(X, self.mean_, self.scale_)))
+            out = _predict_tensor(self.module_, _standardize(X, self.mean_, self.scale_))
         return np.clip(out.numpy().astype(np.float64), 0.0, 1.0)
 
     def save(self, directory) -> None:
@@ -415,8 +419,8 @@ class ProbeHead(BaseEstimator):
         return head
 
 
-def _predict_tensor(net: torch.nn.Module, X: torch.Tensor) -> torch.Tensor:
-    return torch.cat([_confidence(net, X[i:i + _EVAL_CHUNK]) for i in range(0, X.shape[0], _EVAL_CHUNK)])
+def _predict_tensor(net: torch.nn.Module, X) -> torch.Tensor:
+    return torch.cat(list(map_chunks(X, lambda rows: _confidence(net, torch.from_numpy(rows)), _EVAL_CHUNK)))
 
 
 def _jsonable(params: dict) -> dict:

@@ -108,8 +108,9 @@ def plan_units(cfg: BuildConfig, log=print) -> list[Unit]:
         if dup:
             raise InputError(name, None, "id", f"duplicate question ids: {_some(dup)}")
         for split in splits:
-            side = [{**q, "split": split} for q in questions
-                    if (q["split"] if name == "mmlu" else hash_split(q["question"])) == split]
+            # MMLU's own split; a released training split's side (elical.data.sources.read_qa_folder); else the hash
+            side = [{**{k: v for k, v in q.items() if k != "side"}, "split": split} for q in questions
+                    if (q["split"] if name == "mmlu" else q.get("side") or hash_split(q["question"])) == split]
             if cfg.limit is not None and len(side) > cfg.limit:
                 keep = set(sorted((q["id"] for q in side), key=_limit_key)[:cfg.limit])
                 side = [q for q in side if q["id"] in keep]
@@ -295,9 +296,23 @@ def _cmd_build(args) -> int:
             raise InputError("--api-key-env", None, "--api-key-env", f"environment variable {args.api_key_env} "
                              "is not set")
         options = {"base_url": args.base_url, "api_key": key}
+    options.update(_vllm_options(args))
     build(cfg, args.output, parse_shard(args.shard), device=args.device, progress=not args.quiet,
           backend_options=options)
     return 0
+
+
+def _vllm_options(args) -> dict:
+    """``vllm.LLM`` keyword arguments of ``--tensor-parallel-size`` and ``--vllm-arg`` (vllm backend only; checked
+    against the installed vLLM before anything is written). They are not part of ``build.json``: how the engine is
+    spread over GPUs does not change the records, so shards may use different settings. Raises InputError."""
+    from elical.generation.backends import check_vllm_options, parse_vllm_args
+
+    options = parse_vllm_args(args.vllm_arg or (), args.tensor_parallel_size)
+    if options and args.backend != "vllm":
+        raise InputError("--vllm-arg", None, "--backend", f"--tensor-parallel-size and --vllm-arg are options of "
+                         f"the vllm backend, not of {args.backend!r}")
+    return check_vllm_options(options) if args.backend == "vllm" else {}
 
 
 def register(sub) -> None:
@@ -322,6 +337,11 @@ def register(sub) -> None:
                                     "model when it gives none")),
             ("--base-url", dict(help="openai backend: the server's URL, e.g. http://127.0.0.1:8000/v1")),
             ("--api-key-env", dict(help="openai backend: environment variable holding the API key")),
+            ("--tensor-parallel-size", dict(type=int, help="vllm backend: GPUs per model copy (vllm.LLM's "
+                                            "tensor_parallel_size); data parallelism: one --shard per GPU")),
+            ("--vllm-arg", dict(action="append", metavar="KEY=VALUE", help="vllm backend: an option of vllm.LLM, "
+                                "repeatable (gpu_memory_utilization=0.85, max_model_len=4096, dtype=bfloat16, "
+                                "enforce_eager=true; docs/scaling.md)")),
             ("--n-samples", dict(type=_positive, default=BuildConfig.n_samples, help="sampled answers (N)")),
             ("--max-new-tokens", dict(type=_positive, default=BuildConfig.max_new_tokens, help="answer length cap")),
             ("--batch-size", dict(type=_positive, default=BuildConfig.batch_size, help="questions per batch")),

@@ -42,10 +42,17 @@ class RunConfig:
     backend: str = "transformers"
     base_url: str | None = None
     api_key_env: str | None = None
+    tensor_parallel_size: int | None = None  # vllm backend: GPUs per model copy (vllm.LLM's tensor_parallel_size)
+    vllm_args: tuple[str, ...] = ()  # vllm backend: "key=value" options of vllm.LLM (--vllm-arg)
     k_values: tuple[int, ...] = (16, 64, 256)
     head: str = "linear"
     target: str = "sample-accuracy"  # label target of every label-using method (elical.heads.labeling.TARGETS)
-    layer: int = -1
+    layer: int = -1  # the primary heads' layer (index into output_hidden_states; -1 = final, the paper's)
+    # every layer whose heads are reported ("all": each transformer layer); None: the primary alone (elical.jobs.layers)
+    layers: tuple[int, ...] | str | None = None
+    pooling: str = "last"  # "last", "mean" or "last,mean": the feature sets beside the primary (last-token) heads
+    controls: bool = False  # shuffled labels, question embedding, another model's states (elical.jobs.controls)
+    control_model: str | None = None  # None: Gemma-3-270M when installed
     seed: int = 0
     device: str = "cpu"
     semantic_model: str | None = None
@@ -97,6 +104,9 @@ def check_run_dir(path: str | Path, cfg: RunConfig, resume: bool) -> Path:
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise InputError(cfg_file, None, None, f"not a readable run configuration ({exc})") from None
             now = json.loads(json.dumps(asdict(cfg)))
+            # a field added to RunConfig after the directory was written counts as its default there
+            defaults = json.loads(json.dumps(asdict(RunConfig())))
+            saved = {**{k: v for k, v in defaults.items() if k not in saved}, **saved}
             diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
             if diff:
                 shown = "; ".join(f"{k}: {saved.get(k)!r} in the directory, {now.get(k)!r} now" for k in diff[:3])
@@ -160,13 +170,22 @@ def _stage_features_rest(records: list[dict], model, tok, cfg: RunConfig, progre
 def _backend_options(cfg: RunConfig) -> dict:
     """Options of ``cfg.backend`` for :func:`elical.generation.backends.make_generator`, checked before anything is
     written: the openai backend needs ``cfg.base_url`` and reads its API key from the environment variable
-    ``cfg.api_key_env``. Raises InputError."""
+    ``cfg.api_key_env``; vllm gets ``cfg.tensor_parallel_size`` and ``cfg.vllm_args`` as ``vllm.LLM`` keyword
+    arguments, checked against the installed vLLM (:func:`elical.generation.backends.parse_vllm_args`). Raises
+    InputError."""
     import os
 
     from elical.generation import BACKENDS
+    from elical.generation.backends import check_vllm_options, parse_vllm_args
 
     if cfg.backend not in BACKENDS:
         raise InputError("--backend", None, "--backend", f"unknown backend {cfg.backend!r}; one of {', '.join(BACKENDS)}")
+    vllm = parse_vllm_args(cfg.vllm_args, cfg.tensor_parallel_size)
+    if vllm and cfg.backend != "vllm":
+        raise InputError("--vllm-arg", None, "--backend", f"--tensor-parallel-size and --vllm-arg are options of the "
+                         f"vllm backend, not of {cfg.backend!r}")
+    if cfg.backend == "vllm":
+        return check_vllm_options(vllm)
     if cfg.backend != "openai":
         return {}
     if not cfg.base_url:
@@ -185,105 +204,6 @@ def _make_generator(cfg: RunConfig, model, tok, decoding, options: dict):
 
     return make_generator(cfg.backend, model if cfg.backend == "transformers" else cfg.model, tok, decoding,
                           **options)
-
-
-def _label_sets(n_pool: int, cfg: RunConfig) -> dict[int, np.ndarray]:
-    """The k labelled questions for every k: the first k of one seeded permutation of the pool (nested subsets,
-    shared by Cal-Only(k), EliCal(k) and the calibrated baselines)."""
-    from elical.heads.labeling import random_label_order
-
-    order = random_label_order(n_pool, cfg.seed)
-    # sorted, so that a head depends only on which questions are labelled (as in `elical sweep`)
-    return {k: np.sort(order[:k]) for k in sorted({min(k, n_pool) for k in cfg.k_values})}
-
-
-def _head_fingerprint(method: str, ids, targets, cfg: RunConfig) -> str:
-    """What a trained head depends on beyond the run's configuration: its method, training questions and targets."""
-    import hashlib
-
-    blob = json.dumps([method, cfg.head, cfg.layer, cfg.seed, cfg.target, list(ids),
-                       [round(float(v), 6) for v in targets]])
-    return hashlib.sha1(blob.encode("utf-8")).hexdigest()
-
-
-def _stage_heads(run_dir: Path, records: list[dict], feats: np.ndarray, cfg: RunConfig,
-                 model=None, tok=None) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Fit Eli-Only, Cal-Only(k), EliCal(k) on the training pool; return each method's confidence on the eval set,
-    and Eli-Only's confidence on the pool (no label involved; the calibrated Eli-Only baselines start from it).
-
-    Labels: the k labelled questions are the first k of one seeded permutation of the pool (nested subsets,
-    the same for Cal-Only and EliCal); their target is ``cfg.target`` (:func:`elical.heads.labeling.label_targets`:
-    sample accuracy, the paper's, or greedy correctness). Stage 1 sees only self-consistency. Evaluation labels
-    are never read here. ``cfg.head``: a kind of :data:`elical.heads.HEADS`. A head saved by an earlier run of
-    this directory with the same fingerprint (method, training ids, targets) is loaded instead of trained."""
-    from elical.heads import HEADS
-    from elical.heads.confidence import write_model_json
-    from elical.heads.labeling import label_targets
-    from elical.heads.stages import fit_budget
-    from elical.records import self_consistency
-
-    pool = [r for r in records if r["split"] == "train"]
-    test = [r for r in records if r["split"] == "test"]
-    c_cons = np.array([self_consistency(r) for r in pool])
-    y_labels = label_targets(pool, cfg.target)
-    inputs = HEADS[cfg.head].info.get("inputs", "features")
-    if inputs == "prompts":
-        X_pool, X_test = [r["prompt"] for r in pool], [r["prompt"] for r in test]
-        stages = HEADS.create(cfg.head, model=model, tokenizer=tok, base_model=cfg.model, random_state=cfg.seed)
-    else:
-        train = np.array([r["split"] == "train" for r in records])
-        X_pool, X_test = feats[train], feats[~train]
-        stages = HEADS.create(cfg.head, random_state=cfg.seed)
-    preds = {}
-
-    resumed = set()  # ids of the heads loaded from an earlier run of this directory (not saved again)
-
-    def saved(directory: str, fingerprint: str):
-        path = run_dir / "heads" / directory
-        try:
-            if json.loads((path / "fingerprint.json").read_text(encoding="utf-8")).get("sha1") != fingerprint:
-                return None
-        except (OSError, ValueError):
-            return None
-        if inputs == "prompts":
-            from elical.heads.lora import LoRAHead
-
-            head = LoRAHead.load(path, model=(model, tok))
-        else:
-            from elical.heads.probe import ProbeHead
-
-            head = ProbeHead.load(path)
-        resumed.add(id(head))
-        return head
-
-    def keep(name: str, directory: str, head, fingerprint: str) -> None:
-        path = run_dir / "heads" / directory
-        if id(head) not in resumed:
-            head.save(path)
-            # what elical.heads.confidence.ConfidenceModel needs to rebuild the features of a new question
-            write_model_json(path, cfg.model, layer=cfg.layer)
-            write_json_atomic(path / "fingerprint.json", {"sha1": fingerprint, "target": cfg.target})
-        preds[name] = head.predict(X_test)
-
-    ids = [r["id"] for r in pool]
-    fp = _head_fingerprint("Eli-Only", ids, c_cons, cfg)
-    eli = saved("eli_only", fp) or stages.eli_only(X_pool, c_cons)
-    keep("Eli-Only", "eli_only", eli, fp)
-    label_sets = _label_sets(len(pool), cfg)
-    fingerprints, cache = {}, {}
-    for k, idx in label_sets.items():
-        fps = [_head_fingerprint(m, [ids[i] for i in idx], y_labels[idx], cfg) for m in ("Cal-Only", "EliCal")]
-        fingerprints[k] = dict(zip(("Cal-Only", "EliCal"), fps))
-        heads = [saved(f"{d}_k{k}", f) for d, f in zip(("cal_only", "elical"), fps)]
-        if None not in heads:
-            cache[tuple(np.asarray(idx).tolist())] = tuple(heads)
-    for method, k, head in fit_budget(stages, X_pool, y_labels, label_sets, eli, include_all=False, cache=cache):
-        keep(f"{method}({k})", f"{method.lower().replace('-', '_')}_k{k}", head, fingerprints[k][method])
-    if len(pool) not in label_sets:
-        fp = _head_fingerprint("Cal-Only", ids, y_labels, cfg)
-        keep(f"Cal-Only(all={len(pool)})", "cal_only_all",
-             saved("cal_only_all", fp) or stages.cal_only(X_pool, y_labels), fp)
-    return preds, eli.predict(X_pool)
 
 
 def _stage_estimators(run_dir: Path, test: list[dict], pool: list[dict], cfg: RunConfig, annotator, model, tok,
@@ -324,6 +244,24 @@ def _stage_estimators(run_dir: Path, test: list[dict], pool: list[dict], cfg: Ru
     return confidences, info, pool_scores
 
 
+def _check_study(cfg: RunConfig, model) -> list | None:
+    """The feature sets beside the primary heads (:func:`elical.jobs.layers.feature_sets`), checked before anything
+    is written (InputError for a layer out of range); None when the head is not a probe head (LoRA: the layer and
+    pooling study and the controls are skipped with a warning)."""
+    import sys
+
+    from elical.heads import HEADS
+    from elical.jobs.layers import feature_sets
+
+    sets = feature_sets(cfg, model.config.num_hidden_layers)
+    if HEADS[cfg.head].info.get("inputs", "features") == "features":
+        return sets
+    if sets:
+        print(f"elical: WARNING: the heads of other layers and poolings are probe heads on frozen features; "
+              f"skipped with --head {cfg.head}", file=sys.stderr, flush=True)
+    return None
+
+
 def _stage_evaluate(run_dir: Path, test_records: list[dict], confidences: dict[str, np.ndarray],
                     cfg: RunConfig) -> dict:
     from elical.evaluation.scoring import score_methods, write_predictions
@@ -337,7 +275,12 @@ def _stage_evaluate(run_dir: Path, test_records: list[dict], confidences: dict[s
 def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: bool = True) -> dict:
     """Run the whole job; returns the results dict also written to ``run_dir/results.json``.
 
-    Raises InputError for bad input (missing dataset, malformed file, existing run directory)."""
+    With ``cfg.layers`` / ``cfg.pooling`` the heads of every other feature set are reported beside the primary
+    ones (:mod:`elical.jobs.layers`; ``results["layers"]``, ``layers.md``), with ``cfg.controls`` the controls
+    (:mod:`elical.jobs.controls`; ``results["controls"]``).
+
+    Raises InputError for bad input (missing dataset, malformed file, existing run directory, a layer out of range,
+    an unknown pooling or control model), before anything is written."""
     from elical.jobs.annotate import Annotator, annotate
     from elical.estimators.calibration import calibrated_baselines
     from elical.data.sources import load_questions, select_run_questions
@@ -345,17 +288,30 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     from elical.generation.models import load_model
 
     from elical.jobs.checks import check_prompt_lengths, check_sizes
+    from elical.jobs.controls import check_controls
+    from elical.jobs.heads_stage import label_sets, stage_heads
+    from elical.jobs.layers import parse_pooling_arg, prefill_layers
+    from elical.heads.distributed import local_device, replicas
 
     t0 = time.time()
     # every input check before the model is loaded and before anything is written
     check_sizes(cfg.n_train, cfg.n_eval, cfg.k_values)
+    parse_pooling_arg(cfg.pooling)
     questions = select_run_questions(load_questions(cfg.datasets, cfg.data_dir, cfg.mmlu_dir), cfg.n_train, cfg.n_eval,
                                      cfg.seed, extra_pool=cfg.pool_datasets or ())
     options = _backend_options(cfg)
+    # under `torchrun` / `accelerate launch` (docs/scaling.md): rank 0 annotates, extracts features and runs the
+    # estimators; the other ranks wait, then read them from the run directory; every rank trains the heads together
+    reps = replicas()
+    if not reps.is_main:
+        reps.barrier()
+        resume = True
     check_run_dir(run_dir, cfg, resume)
     timings = {}
-    model, tok = load_model(cfg.model, device=cfg.device)
+    model, tok = load_model(cfg.model, device=local_device(cfg.device, reps))
     check_prompt_lengths(questions, tok, model, cfg.max_new_tokens)
+    extra_sets = _check_study(cfg, model)
+    control_model = check_controls(cfg)
     run_dir = prepare_run_dir(run_dir, cfg, resume)
     decoding = DecodingConfig(n_samples=cfg.n_samples, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
     generator = _make_generator(cfg, model, tok, decoding, options)
@@ -372,10 +328,16 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
         reuse_build(cfg.build_dir, questions, run_dir / "records" / "annotations.jsonl", meta=meta)
     fresh = {}  # the last prompt token's states from the decoder's prefill (transformers backend)
     records = annotate(questions, generator, annotator, run_dir / "records" / "annotations.jsonl", seed=cfg.seed,
-                       meta=meta, progress=progress, hidden_layers=(cfg.layer,), hidden_states=fresh)
+                       meta=meta, progress=progress, hidden_layers=prefill_layers(cfg, model.config.num_hidden_layers) if extra_sets else (cfg.layer,),
+                       hidden_states=fresh)
     timings["generate_and_judge_s"] = time.time() - t0
     t1 = time.time()
     feats = _stage_features(run_dir, records, model, tok, cfg, fresh, progress)
+    if extra_sets:
+        from elical.jobs.layers import stage_layer_features
+
+        layer_feats = stage_layer_features(run_dir, records, model, tok, cfg, fresh, progress)
+    del fresh
     timings["hidden_states_s"] = time.time() - t1
     pool = [r for r in records if r["split"] == "train"]
     test_records = [r for r in records if r["split"] == "test"]
@@ -383,10 +345,29 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     confidences, estimator_info, pool_scores = _stage_estimators(run_dir, test_records, pool, cfg, annotator,
                                                                  model, tok, progress)
     timings["estimators_s"] = time.time() - t1
+    if reps.is_main:
+        reps.barrier()  # releases the other ranks (a no-op in one process)
     t1 = time.time()
     training_free = list(confidences)
-    head_preds, eli_pool = _stage_heads(run_dir, records, feats, cfg, model, tok)
+    probe = extra_sets is not None
+    head_preds, eli_pool = stage_heads(run_dir, records, feats, cfg, model, tok, shuffled=cfg.controls and probe)
     confidences.update(head_preds)
+    timings["heads_s"] = time.time() - t1
+    if not reps.is_main:
+        return None  # rank 0 saved the heads and scores them
+    if extra_sets:
+        from elical.jobs.layers import stage_layer_heads
+
+        t1 = time.time()
+        confidences.update(stage_layer_heads(run_dir, records, layer_feats, cfg, progress))
+        timings["layer_heads_s"] = time.time() - t1
+    if cfg.controls and probe:
+        from elical.jobs.controls import stage_controls
+
+        t1 = time.time()
+        confidences.update(stage_controls(run_dir, records, cfg, control_model, progress))
+        timings["controls_s"] = time.time() - t1
+    t1 = time.time()
     # Post-hoc calibrated baselines on the same k labels (greedy correctness of the k pool questions) as EliCal(k).
     # The same k labels and the same target as Cal-Only(k) / EliCal(k).
     from elical.heads.labeling import label_targets
@@ -395,8 +376,8 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     pool_scores["Eli-Only"] = eli_pool
     confidences.update(calibrated_baselines(
         pool_scores, {name: confidences[name] for name in pool_scores}, label_targets(pool, cfg.target),
-        _label_sets(len(pool), cfg)))
-    timings["heads_s"] = time.time() - t1
+        label_sets(len(pool), cfg)))
+    timings["calibrated_baselines_s"] = time.time() - t1
     from elical.evaluation.tables import format_table, headline_methods
 
     metrics = _stage_evaluate(run_dir, test_records, confidences, cfg)
@@ -409,9 +390,19 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
         "estimators": {"training_free": training_free, "model_based": estimator_info},
         "results": metrics,
     }
+    if cfg.controls:
+        results["controls"] = {"shuffled_labels": probe, "question_embedding": probe and "all-MiniLM-L6-v2",
+                               "control_model": control_model, "probe_heads_only": True}
+    if extra_sets:
+        from elical.jobs.layers import layer_table
+
+        layers_md, results["layers"] = layer_table(metrics, cfg, model.config.num_hidden_layers)
     write_json_atomic(run_dir / "results.json", results)
     title = (f"{', '.join(cfg.datasets)}: {len(test_records)} eval questions, pool {len(pool)}, "
              f"greedy accuracy {results['sizes']['eval_accuracy']:.1%}")
     table = format_table(metrics["all"], title, methods=headline_methods(metrics["all"]))
+    if extra_sets:
+        (run_dir / "layers.md").write_text(layers_md, encoding="utf-8")
+        table += "\n" + layers_md
     (run_dir / "table.md").write_text(table, encoding="utf-8")
     return results

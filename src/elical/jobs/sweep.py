@@ -124,7 +124,7 @@ def _summary(per_seed: dict) -> tuple[dict, dict]:
 
 def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "stratified"), head: str | None = None,
               target: str | None = None, n_resamples: int = 0, n_strata: int | None = None,
-              head_params: dict | None = None, progress: bool = False) -> dict:
+              head_params: dict | None = None, layers=None, pooling: str = "last", progress: bool = False) -> dict:
     """Eli-Only, Cal-Only(k) and EliCal(k) over a grid of k, seeds and label selections on one run directory.
 
     Parameters
@@ -141,6 +141,10 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
     n_strata : strata of the stratified selection (default :data:`elical.heads.labeling.DEFAULT_N_STRATA`).
     head_params : further :class:`elical.heads.probe.ProbeHead` parameters for every head (e.g. ``{"batch_size": 32}``);
         default: the heads' own defaults, as ``elical run``.
+    layers : "8,15,-1", "all" or a list of ints, optional; pooling : "last", "mean" or "last,mean". Every (layer,
+        pooling) other than the run's own features gets Eli-Only, Cal-Only(k) and EliCal(k) on the same label orders,
+        named ``Eli-Only [L8]``, ``EliCal [L15 mean]`` (k in the row); features as ``elical run --layer`` writes
+        them, computed with the run's model when absent (:mod:`elical.jobs.layers`).
 
     Returns
     -------
@@ -179,6 +183,13 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
     t0 = time.time()
     dev_fraction, eval_seed = float(run_cfg.get("dev_fraction", 0.2)), int(run_cfg.get("seed", 0))
     pool, test, X_pool, X_test, c_cons, y_k = _load_run(run_dir, target)
+    extra = {}  # tag -> (X_pool, X_test) of the other layers and poolings
+    if layers is not None or pooling != "last":
+        from elical.jobs.layers import parse_pooling_arg, run_dir_features
+
+        pooling = parse_pooling_arg(pooling)
+        feats = run_dir_features(run_dir, run_cfg, pool + test, layers, pooling, progress)
+        extra = {tag: (f[:len(pool)], f[len(pool):]) for tag, f in feats.items()}
     y_test = np.array([int(r["greedy_correctness"]) for r in test])
     n_pool = len(pool)
     ks = _resolve_k(k_values, n_pool)
@@ -205,8 +216,13 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
         stages = probe_stages(head, random_state=seed, **(head_params or {}))
         eli = stages.eli_only(X_pool, c_cons)
         per.setdefault(("Eli-Only", None, 0), {})[seed] = evaluate(eli.predict(X_test))
+        extra_eli: dict = {}  # tag -> stage-1 head on those features
+        for tag, (Xp, Xt) in extra.items():
+            extra_eli[tag] = stages.eli_only(Xp, c_cons)
+            per.setdefault((f"Eli-Only [{tag}]", None, 0), {})[seed] = evaluate(extra_eli[tag].predict(Xt))
         eli_pool = eli.predict(X_pool)  # stage-1 confidence on the pool: no label involved
         cache: dict = {}  # the same labelled set (as a set) -> the same heads, whatever the selection
+        extra_cache: dict = {}
         scored: dict = {}  # id(head) -> metrics
         for sel in selections:
             order = label_order(sel, n_pool, seed, eli_confidence=eli_pool, n_strata=n_strata)
@@ -218,6 +234,12 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
                 if id(fitted) not in scored:
                     scored[id(fitted)] = evaluate(fitted.predict(X_test))
                 per.setdefault((method, sel, k), {})[seed] = scored[id(fitted)]
+            for tag, (Xp, Xt) in extra.items():  # the same labelled questions on other features
+                for method, k, fitted in fit_budget(stages, Xp, y_k, label_sets, extra_eli[tag], include_all=False,
+                                                    cache=extra_cache.setdefault(tag, {})):
+                    if id(fitted) not in scored:
+                        scored[id(fitted)] = evaluate(fitted.predict(Xt))
+                    per.setdefault((f"{method} [{tag}]", sel, k), {})[seed] = scored[id(fitted)]
         if progress:
             print(f"sweep: seed {seed} done in {time.time() - ts:.0f} s", file=sys.stderr, flush=True)
     rows = []
@@ -231,7 +253,9 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
         "config": {"k_values": ks, "seeds": seeds, "selections": list(selections), "head": head,
                    "head_params": dict(head_params or {}), "target": target,
                    "n_resamples": n_resamples, "n_strata": n_strata, "dev_fraction": dev_fraction,
-                   "eval_seed": eval_seed, "std": "sample standard deviation over seeds (ddof=1)"},
+                   "eval_seed": eval_seed, "std": "sample standard deviation over seeds (ddof=1)",
+                   "layers": None if layers is None else str(layers) if isinstance(layers, str) else list(layers),
+                   "pooling": pooling, "feature_tags": list(extra)},
         "sizes": {"pool": n_pool, "eval": len(test), "eval_accuracy": float(y_test.mean()),
                   "pool_target_mean": float(y_k.mean())},
         "timings": {"total_s": time.time() - t0},
@@ -290,7 +314,8 @@ def format_sweep_table(result: dict, metrics=("auroc", "ece", "alignment", "brie
     rows = sorted(result["results"],
                   key=lambda r: (r["k"] > 0, r["selection"] or "", r["k"], r["method"] if r["k"] else ""))
     for r in rows:
-        name = r["method"] if r["k"] == 0 else f"{r['method']}({r['k']})"
+        base, _, tag = r["method"].partition(" [")
+        name = r["method"] if r["k"] == 0 else f"{base}({r['k']})" + (f" [{tag}" if tag else "")
         lines.append(f"| {name} | {r['selection'] or '-'} | {r['k']} | {r['label_fraction']:.1%} | "
                      + " | ".join(_cell(r, m) for m in metrics) + " |")
     return "\n".join(lines) + "\n"
@@ -316,9 +341,17 @@ def _handler(args) -> int:
     if args.n_resamples < 0:
         raise InputError("--n-resamples", None, "--n-resamples", f"expected >= 0, got {args.n_resamples}")
     selections = ("random", "stratified") if args.selection == "both" else (args.selection,)
+    if args.layer is not None:
+        from elical.jobs.layers import parse_layer_arg
+
+        parse_layer_arg(args.layer)  # InputError naming --layer before any work
+    if args.pooling is not None:
+        from elical.jobs.layers import parse_pooling_arg
+
+        parse_pooling_arg(args.pooling)
     result = run_sweep(run_dir, k_values=_parse_k(args.k) if args.k else None, seeds=seeds, selections=selections,
                        head=args.head, target=args.target, n_resamples=args.n_resamples, n_strata=args.n_strata,
-                       progress=not args.quiet)
+                       layers=args.layer, pooling=args.pooling or "last", progress=not args.quiet)
     write_sweep(result, json_path, csv_path)
     print(format_sweep_table(result))
     print(f"wall time {result['timings']['total_s']:.0f} s; results in {json_path} and {csv_path}")
@@ -348,6 +381,9 @@ def register(subparsers) -> None:
     p.add_argument("--target", choices=list(_TARGETS),
                    help="label target: share of correct sampled answers (sample-accuracy, the paper's) or greedy "
                    "correctness (default: the run's)")
+    p.add_argument("--layer", help="also other hidden layers: 8,15,-1 or all (features of `elical run --layer`, "
+                   "computed with the run's model when absent); rows 'EliCal [L8]'")
+    p.add_argument("--pooling", help="with --layer: last (default), mean (over the question's tokens) or last,mean")
     p.add_argument("--n-resamples", type=int, default=0, help="bootstrap resamples per head (default 0 = no intervals)")
     p.add_argument("--output", help="sweep JSON file (default RUN_DIR/sweep.json; the CSV goes beside it)")
     p.add_argument("--force", action="store_true", help="overwrite an existing sweep file")

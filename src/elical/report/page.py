@@ -302,7 +302,12 @@ def build_report(run_dir, output=None) -> Path:
 
 
 def _handler(args) -> int:
-    out = build_report(args.run_dir, args.output)
+    if (Path(args.run_dir) / "study.json").is_file():  # an `elical study` directory: the study's own page
+        from elical.study.page import build_study_report
+
+        out = build_study_report(args.run_dir, args.output)
+    else:
+        out = build_report(args.run_dir, args.output)
     print(f"report written to {out / 'index.html'}")
     return 0
 
@@ -310,6 +315,7 @@ def _handler(args) -> int:
 def register(subparsers) -> None:
     """Add ``elical report RUN_DIR [--output DIR]`` to the ``elical`` command line."""
     p = subparsers.add_parser("report", help="tables, figures and an offline HTML page from a run directory")
-    p.add_argument("run_dir", help="a finished `elical run` directory (results.json, predictions.jsonl)")
+    p.add_argument("run_dir", help="a finished `elical run` directory (results.json, predictions.jsonl), or an "
+                   "`elical study` directory (study.json)")
     p.add_argument("--output", help="where to write the report (default: RUN_DIR/report)")
     p.set_defaults(handler=_handler)

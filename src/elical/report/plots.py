@@ -15,7 +15,7 @@ import re
 from elical.evaluation import METRICS as _REGISTRY
 from elical.evaluation import headline_metrics
 
-__all__ = ["METRICS", "GROUP_TITLES", "parse_method", "slug", "reliability_figures", "vs_k_selections",
+__all__ = ["METRICS", "GROUP_TITLES", "parse_method", "is_tagged", "slug", "reliability_figures", "vs_k_selections",
            "metric_vs_k_figure", "headline_methods", "bar_figures"]
 
 # (key in an evaluate_confidence dict, column title), from the metric registry (elical.evaluation.METRICS)
@@ -24,15 +24,23 @@ VS_K_METRICS = tuple(name for name in _REGISTRY if _REGISTRY[name].info["curve"]
 BAR_METRICS = tuple(headline_metrics())
 GROUP_TITLES = {"in_domain": "In-domain (avg)", "out_of_domain": "Out-of-domain (avg)", "unseen": "MMLU (unseen)",
                 "other": "Other (avg)"}
-_K_NAME = re.compile(r"^(?P<family>.+?)\((?P<all>all=)?(?P<k>\d+)\)$")
+_K_NAME = re.compile(r"^(?P<family>.+?)\((?P<all>all=)?(?P<k>\d+)\)(?P<tag> \[[^\]]+\])?$")
 _TITLES = dict(METRICS)
 
 
 def parse_method(name: str) -> tuple[str, int | None]:
     """Split a method name into (family, k): "EliCal(64)" -> ("EliCal", 64), "Cal-Only(all=600)" ->
-    ("Cal-Only", 600), "Consis-Sem+Isotonic(16)" -> ("Consis-Sem+Isotonic", 16), "N-Prob" -> ("N-Prob", None)."""
+    ("Cal-Only", 600), "Consis-Sem+Isotonic(16)" -> ("Consis-Sem+Isotonic", 16), "N-Prob" -> ("N-Prob", None).
+    A tag (another layer or pooling, a control: :mod:`elical.jobs.layers`, :mod:`elical.jobs.controls`) stays with the
+    family: "EliCal(64) [L8]" -> ("EliCal [L8]", 64), "Eli-Only [MiniLM]" -> ("Eli-Only [MiniLM]", None)."""
     m = _K_NAME.match(name)
-    return (m["family"], int(m["k"])) if m else (name, None)
+    return (m["family"] + (m["tag"] or ""), int(m["k"])) if m else (name, None)
+
+
+def is_tagged(name: str) -> bool:
+    """Whether a method is a head on another layer or pooling, or a control ("EliCal(64) [L8]"): those are in the
+    tables; the figures keep to the run's own methods (a run over every layer has hundreds)."""
+    return name.endswith("]") and " [" in name
 
 
 def _num(value) -> float:
@@ -52,7 +60,7 @@ def reliability_figures(results: dict, tables: dict[str, dict]) -> dict[str, byt
     from matplotlib.figure import Figure
 
     families: dict[str, list[str]] = {}
-    for method in results["results"]["all"]:
+    for method in (m for m in results["results"]["all"] if not is_tagged(m)):
         family, k = parse_method(method)
         families.setdefault("Training-free and Eli-Only" if k is None else family, []).append(method)
     out = {}
@@ -95,7 +103,7 @@ def vs_k_selections(methods) -> list[tuple[str | None, list[str]]]:
     """(estimator, methods) per metric-vs-k figure: first (None) the heads trained on labels with every method
     without labels; then per training-free estimator with calibrated baselines: the heads (and Eli-Only), the
     estimator and its calibrated versions."""
-    names = list(methods)
+    names = [n for n in methods if not is_tagged(n)]
     calibrated: dict[str, list[str]] = {}
     for name in names:
         family, k = parse_method(name)
@@ -158,6 +166,7 @@ def metric_vs_k_figure(methods: dict, title: str) -> bytes | None:
 def headline_methods(methods) -> list[str]:
     """What the per-dataset bars show: the methods without labels, and Cal-Only and EliCal at the largest k they
     share (calibrated baselines are left to the tables and the metric-vs-k figures, to keep the bars readable)."""
+    methods = [m for m in methods if not is_tagged(m)]
     free = [m for m in methods if parse_method(m)[1] is None]
     heads = [m for m in methods if parse_method(m)[0] in ("Cal-Only", "EliCal") and "(all=" not in m]
     ks = [parse_method(m)[1] for m in heads]

@@ -1,0 +1,150 @@
+"""``elical study``: the smoke preset end to end with the real model (protocol checks against the records, metrics
+against scikit-learn), and the summary's arithmetic on hand-computed cases."""
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from elical.cli import main
+from elical.study.summary import _weighted, method_family, one_percent_k, summarize
+
+IN_DOMAIN = {"nq", "hq", "2wikimultihopqa", "pararel_patterns", "tq"}  # the paper's in-domain sets (Sec. 5)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("study") / "smoke"
+    code = main(["study", "--preset", "smoke", "--output", str(out), "--quiet",
+                 "--data-dir", str(shared_data / "honestybench-qa"), "--mmlu-dir", str(shared_data / "mmlu")])
+    assert code == 0
+    records = [json.loads(line) for line in (out / "run" / "records" / "annotations.jsonl").open()]
+    return out, json.loads((out / "study.json").read_text()), records
+
+
+@pytest.mark.slow
+def test_pools_hold_in_domain_questions_only(study):
+    out, s, records = study
+    pool = [r for r in records if r["split"] == "train"]
+    assert pool and {r["dataset"] for r in pool} <= IN_DOMAIN
+    assert sorted(s["pool_ids"]) == sorted(r["id"] for r in pool)
+    evaluated = {r["dataset"] for r in records if r["split"] == "test"}
+    assert {"squad", "popqa", "mmlu"} <= evaluated  # out-of-domain sets and MMLU are evaluated ...
+    assert not {"squad", "popqa", "mmlu"} & {r["dataset"] for r in pool}  # ... never pooled
+
+
+@pytest.mark.slow
+def test_every_method_is_scored_on_the_same_questions(study):
+    out, s, records = study
+    test_ids = [r["id"] for r in records if r["split"] == "test"]
+    assert s["eval_ids"] == test_ids
+    parts = sorted((out / "study" / "parts").glob("*.npz"))
+    assert len(parts) == 2 * 3  # (two targets + the elicitation curve) x two seeds
+    for path in parts:
+        with np.load(path) as z:
+            assert [str(v) for v in z["__ids__"]] == test_ids
+            for name in z.files:
+                if not name.startswith("__"):
+                    assert z[name].shape == (len(test_ids),) and np.all((z[name] >= 0) & (z[name] <= 1))
+    by_method = {}
+    for line in (out / "run" / "predictions.jsonl").open():
+        row = json.loads(line)
+        by_method.setdefault(row["method"], []).append(row["id"])
+    for method in ("N-Prob", "Consis-Sem"):
+        assert sorted(by_method[method]) == sorted(test_ids)
+    summary = s["targets"]["sample-accuracy"]["summary"]
+    for method in ("N-Prob", "Eli-Only", "EliCal(4)", "Cal-Only(48)", "Eli-Only+Isotonic(16)"):
+        n = sum(info["n"] for info in summary["datasets"].values())
+        assert n == len(test_ids) and method in summary["methods"]
+
+
+@pytest.mark.slow
+def test_consis_sem_auroc_matches_scikit_learn(study):
+    out, s, records = study
+    summary = s["targets"]["greedy"]["summary"]
+    checked = 0
+    for dataset in summary["datasets"]:
+        rows = [r for r in records if r["split"] == "test" and r["dataset"] == dataset]
+        y = [r["greedy_correctness"] for r in rows]
+        c = [float(np.mean(r["consistency_judgement"])) for r in rows]
+        got = summary["methods"]["Consis-Sem"]["datasets"][dataset]["auroc"]["mean"]
+        if 0 < sum(y) < len(y):
+            assert got == pytest.approx(roc_auc_score(y, c), abs=1e-9)
+            checked += 1
+        else:
+            assert got is None  # undefined (one class), stored as null
+    assert checked >= 1
+
+
+@pytest.mark.slow
+def test_elical_group_auroc_is_the_weighted_mean_of_scikit_learn(study):
+    out, s, records = study
+    test = [r for r in records if r["split"] == "test"]
+    with np.load(out / "study" / "parts" / "sample-accuracy_seed1.npz") as z:
+        conf = z["EliCal(16)"]
+    values, weights = [], []
+    for dataset in ("nq", "pararel_patterns"):
+        idx = [i for i, r in enumerate(test) if r["dataset"] == dataset]
+        y = [test[i]["greedy_correctness"] for i in idx]
+        if 0 < sum(y) < len(y):
+            values.append(roc_auc_score(y, conf[idx]))
+            weights.append(len(idx))
+    got = s["targets"]["sample-accuracy"]["summary"]["methods"]["EliCal(16)"]["groups"]["in_domain"]["auroc"]
+    if values:
+        assert got["per_seed"][1] == pytest.approx(np.average(values, weights=weights), abs=1e-9)
+
+
+@pytest.mark.slow
+def test_resume_reuses_everything_and_refuses_a_changed_config(study, capsys):
+    out, s, _ = study
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "study" / "parts").glob("*.npz")}
+    assert main(["study", "--preset", "smoke", "--output", str(out), "--resume", "--quiet"]) == 0
+    after = {p.name: p.stat().st_mtime_ns for p in (out / "study" / "parts").glob("*.npz")}
+    assert before == after
+    again = json.loads((out / "study.json").read_text())
+    assert again["targets"] == s["targets"]
+    assert main(["study", "--preset", "smoke", "--output", str(out), "--resume", "--seeds", "0,1,2"]) == 2
+    assert "seeds" in capsys.readouterr().err
+    assert main(["study", "--preset", "smoke", "--output", str(out)]) == 2  # exists, no --resume
+    assert (out / "report" / "index.html").is_file()
+
+
+def test_bad_targets_and_seeds_exit_2(tmp_path, capsys):
+    assert main(["study", "--preset", "smoke", "--output", str(tmp_path / "a"), "--targets", "accuracy"]) == 2
+    assert main(["study", "--preset", "smoke", "--output", str(tmp_path / "b"), "--seeds", "1,x"]) == 2
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_weighted_mean_skips_undefined_datasets():
+    w = np.array([100.0, 300.0, 50.0])
+    assert _weighted([0.6, 0.8, float("nan")], w) == pytest.approx((0.6 * 100 + 0.8 * 300) / 400)
+    assert np.isnan(_weighted([float("nan")] * 3, w))
+    cols = _weighted(np.array([[0.5, 1.0], [1.0, float("nan")]]), np.array([1.0, 3.0]))
+    assert cols == pytest.approx([0.875, 1.0])
+
+
+def test_one_percent_k_and_method_family():
+    assert one_percent_k([4, 8, 16, 32, 64, 128, 5000], 5000) == 64  # 1 % of 5,000 = 50: log-closest is 64
+    assert one_percent_k([16, 64, 256], 560_000) == 256
+    assert method_family("EliCal(64)") == ("EliCal", 64)
+    assert method_family("Eli-Only+Isotonic(16)") == ("Eli-Only+Isotonic", 16)
+    assert method_family("Consis-Sem") == ("Consis-Sem", 0)
+
+
+def test_summarize_groups_and_seed_spread_by_hand():
+    test = ([{"dataset": "nq", "greedy_correctness": v} for v in (1, 0, 1, 0)]
+            + [{"dataset": "squad", "greedy_correctness": v} for v in (1, 1, 0, 0, 0, 0)])
+    c_seed0 = np.array([0.9, 0.1, 0.8, 0.2, 0.7, 0.3, 0.6, 0.1, 0.2, 0.4])
+    c_seed1 = np.array([0.1, 0.9, 0.8, 0.2, 0.7, 0.8, 0.6, 0.1, 0.2, 0.4])
+    out = summarize(test, {"EliCal(2)": np.stack([c_seed0, c_seed1])}, n_resamples=50)
+    m = out["methods"]["EliCal(2)"]
+    # seed 0: nq AUROC 1.0; squad: positives 0.7, 0.3 vs negatives 0.6, 0.1, 0.2, 0.4 -> (4 + 2) / 8 = 0.75
+    # seed 1: nq: positives 0.1, 0.8 vs negatives 0.9, 0.2 -> 1 / 4 = 0.25; squad: 0.7, 0.8 -> 8 / 8 = 1.0
+    assert m["datasets"]["nq"]["auroc"]["per_seed"] == pytest.approx([1.0, 0.25])
+    assert m["datasets"]["squad"]["auroc"]["per_seed"] == pytest.approx([0.75, 1.0])
+    assert m["groups"]["in_domain"]["auroc"]["mean"] == pytest.approx(0.625)
+    assert m["groups"]["out_of_domain"]["auroc"]["std"] == pytest.approx(np.std([0.75, 1.0], ddof=1))
+    low, high = m["groups"]["in_domain"]["auroc"]["ci"]
+    assert 0.0 <= low <= high <= 1.0
+    assert out["groups"]["in_domain"]["n"] == 4 and out["datasets"]["squad"]["accuracy"] == pytest.approx(2 / 6)
