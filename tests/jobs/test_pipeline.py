@@ -15,6 +15,7 @@ from elical.records import read_records
 from elical.evaluation.metrics import auroc
 
 
+@pytest.mark.slow  # loads and runs the real model without the smollm2 fixture
 def test_smoke_run_on_facts(tmp_path):
     out = tmp_path / "run"
     cfg = PRESETS["smoke"]
