@@ -29,22 +29,9 @@ from elical.generation.backends import make_generator
 from elical.generation.base import DecodingConfig, build_prompt
 from elical.generation.models import load_model
 from elical.records import read_qa_file
+from matmul_rate import matmul_gflops
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "honestybench-qa" / "nq" / "test.jsonl"
-
-
-def matmul_flops(n: int = 2048, reps: int = 4, trials: int = 3) -> float:
-    """Dense fp32 matmul rate in FLOP/s (best of ``trials`` timings of ``reps`` n x n products)."""
-    gen = torch.Generator().manual_seed(0)
-    a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
-    a @ b
-    best = float("inf")
-    for _ in range(trials):
-        t = time.perf_counter()
-        for _ in range(reps):
-            a @ b
-        best = min(best, time.perf_counter() - t)
-    return 2 * n ** 3 * reps / best
 
 
 def plain_loop(model, tok, prompts, d: DecodingConfig, stop_ids, seed: int):
@@ -105,7 +92,7 @@ def main() -> None:
           f"batch = {d.batch_size} prompts; builder: {type(gen).__name__}; torch threads = {torch.get_num_threads()}; "
           f"load average at start = {os.getloadavg()[0]:.2f}")
 
-    peak = matmul_flops()
+    peak = matmul_gflops() * 1e9
     gen.generate(prompts[:2], ["w0", "w1"], seed=args.seed)  # warm-up (allocator, kernels)
 
     # The two run in turns, one builder batch of questions at a time, so that a change in the machine's load
@@ -125,7 +112,7 @@ def main() -> None:
         t_built += time.perf_counter() - t
         built_greedy += texts
         work = {k: work[k] + w[k] for k in work}
-        peak = max(peak, matmul_flops())
+        peak = max(peak, matmul_gflops() * 1e9)
 
     prefill, decode = work["prompt_tokens"], work["decoded_tokens"]
     n_params = sum(p.numel() for p in model.parameters())

@@ -39,6 +39,8 @@ except ImportError:  # a checkout without `pip install -e .`
 import numpy as np
 import torch
 
+from matmul_rate import matmul_gflops
+
 ARCHS = {  # name -> LlamaConfig keyword arguments (vocab_size comes from the tokenizer)
     "smollm2-135m-arch": dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
                               intermediate_size=1536, max_position_embeddings=8192, rope_theta=100000.0,
@@ -65,23 +67,6 @@ RELATIONS = ["capital", "currency", "official language", "calling code", "larges
 def sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-
-
-def matmul_rate(device: str, dtype, n: int = 2048, reps: int = 8, trials: int = 3) -> float:
-    """Dense n x n matmul rate in TFLOP/s (best of ``trials`` timings of ``reps`` products)."""
-    gen = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn(n, n, generator=gen, device=device).to(dtype)
-    b = torch.randn(n, n, generator=gen, device=device).to(dtype)
-    a @ b
-    sync(device)
-    best = float("inf")
-    for _ in range(trials):
-        t = time.perf_counter()
-        for _ in range(reps):
-            a @ b
-        sync(device)
-        best = min(best, time.perf_counter() - t)
-    return 2 * n ** 3 * reps / best / 1e12
 
 
 def questions(n: int) -> list[str]:
@@ -262,9 +247,9 @@ def main(argv=None) -> int:
                                                                    f"{torch.get_num_threads()} torch threads"
     print(f"{args.device}: {name}; torch {torch.__version__}, transformers {transformers.__version__}, "
           f"peft {peft.__version__}")
-    rates = f"fp32 {matmul_rate(args.device, torch.float32) * 1e3:,.1f} GFLOP/s"
+    rates = f"fp32 {matmul_gflops(reps=8, device=args.device, dtype=torch.float32):,.1f} GFLOP/s"
     if cuda:
-        rates += f", bf16 {matmul_rate(args.device, torch.bfloat16) * 1e3:,.1f} GFLOP/s"
+        rates += f", bf16 {matmul_gflops(reps=8, device=args.device, dtype=torch.bfloat16):,.1f} GFLOP/s"
     print(f"dense matmul 2048 x 2048: {rates}")
     tok, prompts, source = tokenizer_and_prompts(max(s["decode_prompts"], s["feature_prompts"], s["lora_prompts"]))
     print(f"tokenizer: {source}")

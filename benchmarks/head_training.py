@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from matmul_rate import matmul_gflops
+
 
 def make_data(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
@@ -40,22 +42,6 @@ def make_data(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     logits = (X @ w) / X[:, :8].std(axis=0).mean() + rng.standard_normal(n).astype(np.float32) * 0.5
     y = 1.0 / (1.0 + np.exp(-logits))
     return X, y.astype(np.float32)
-
-
-def matmul_gflops(n: int = 2048, reps: int = 4, trials: int = 3) -> float:
-    """Dense fp32 matmul rate of this process in GFLOP/s (best of ``trials`` timings of ``reps`` n x n products)."""
-    import torch
-
-    gen = torch.Generator().manual_seed(0)
-    a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
-    a @ b
-    best = float("inf")
-    for _ in range(trials):
-        t = time.perf_counter()
-        for _ in range(reps):
-            a @ b
-        best = min(best, time.perf_counter() - t)
-    return 2 * n ** 3 * reps / best / 1e9
 
 
 def _peak_mib() -> float:

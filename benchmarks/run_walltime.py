@@ -21,22 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def matmul_gflops(n: int = 2048, repeats: int = 5) -> float:
-    """GFLOP/s of torch's n x n fp32 matmul on one thread (best of ``repeats``)."""
-    import torch
-
-    torch.set_num_threads(1)
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    best = min(_timed(lambda: a @ b) for _ in range(repeats))
-    return 2 * n ** 3 / best / 1e9
-
-
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+from matmul_rate import matmul_gflops
 
 
 def main() -> None:
@@ -48,7 +33,10 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    rate = matmul_gflops()
+    import torch
+
+    torch.set_num_threads(1)
+    rate = matmul_gflops(trials=5)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     procs, starts = {}, {}
     for name, src in (("old", args.old), ("new", args.new)):

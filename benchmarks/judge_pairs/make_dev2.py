@@ -1,21 +1,29 @@
-"""A second development set for the EQUIVALENCE judgement (kind "greedy-sample"): dev2.jsonl.
+"""More development sets for the EQUIVALENCE judgement (kind "greedy-sample"): dev2.jsonl, dev3.jsonl.
 
-Run from the repository root:
+Run from the repository root (SET is dev2, the default, or dev3):
 
-    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/judge_pairs/make_dev2.py gen ../shared/data/honestybench-qa
-    python benchmarks/judge_pairs/make_dev2.py draw     # dev2_outputs.jsonl -> dev2_candidates.jsonl (unlabelled)
-    python benchmarks/judge_pairs/make_dev2.py merge    # dev2_candidates.jsonl + dev2_labels.jsonl -> dev2.jsonl
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/judge_pairs/make_dev2.py gen \
+        ../shared/data/honestybench-qa --set SET
+    python benchmarks/judge_pairs/make_dev2.py draw --set SET   # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
+    python benchmarks/judge_pairs/make_dev2.py merge --set SET  # SET_candidates.jsonl + SET_labels.jsonl -> SET.jsonl
 
-Questions: random.Random(7) draws NEW questions (in neither pairs.jsonl nor tests/fixtures/judge_pairs.jsonl) from
-seven HonestyBench sets and the embedded `facts` set, keeping only questions that draw_pairs.part_of puts on the
-DEV side of the split (so no dev2 question can ever be a test question, now or later). Generation is the same as
-make_candidates.py (real SmolLM2-135M-Instruct, QA prompt, greedy + 8 samples, T=1.0, top-p 0.95, top-k 50, 24
-new tokens, seed 0, batch 8). Pairs: up to 3 greedy-sample pairs per question chosen by text features only
-(shared words with the greedy answer, same last word, random), never by a judge's verdict; labels are by hand
-(GUIDELINE.md) in dev2_labels.jsonl.
+Each set has its own seed (SETS: dev2 random.Random(7), dev3 random.Random(11)), used both to draw the questions
+and to draw the pairs, and its share of the PLAN (dev2 the whole PLAN, 123 questions; dev3 half of every count,
+rounded up, 65 questions); without --set the commands make dev2 exactly as before. Questions: the same PLAN of
+datasets, filters and relations for every set, NEW questions (in none of pairs.jsonl,
+tests/fixtures/judge_pairs.jsonl and the outputs of the sets before it in SETS: dev3 leaves out dev2's questions)
+from seven HonestyBench sets and the embedded `facts` set, keeping only questions that draw_pairs.part_of puts on
+the DEV side of the split (so no question of these sets can ever be a test question, now or later). Generation
+is the same as make_candidates.py (real SmolLM2-135M-Instruct, QA prompt, greedy + 8 samples, T=1.0, top-p 0.95,
+top-k 50, 24 new tokens, seed 0, batch 8). Pairs: up to 3 greedy-sample pairs per question chosen by text
+features only (shared words with the greedy answer, same last word, random), never by a judge's verdict; labels
+are by hand (GUIDELINE.md) in SET_labels.jsonl. Every pair has `part` "dev" (as in pairs.jsonl's dev part) and
+`pair_id` "SET-NNNN".
 """
 
+import argparse
 import json
+import math
 import random
 import sys
 from pathlib import Path
@@ -24,10 +32,17 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from draw_pairs import jaccard, last_word, norm, part_of  # noqa: E402
 
-OUT = HERE / "dev2_outputs.jsonl"
-CAND = HERE / "dev2_candidates.jsonl"
-LABELS = HERE / "dev2_labels.jsonl"
-DEV2 = HERE / "dev2.jsonl"
+# set name -> (seed, share of every PLAN count, rounded up), in the order the sets were made; a set leaves out the
+# questions of every set before it
+SETS = {"dev2": (7, 1), "dev3": (11, 0.5)}
+OLD_PAIRS = (HERE / "pairs.jsonl", HERE.parents[1] / "tests" / "fixtures" / "judge_pairs.jsonl")
+
+
+def paths(name):
+    """The set's files: outputs, candidates, labels, merged pairs."""
+    return (HERE / f"{name}_outputs.jsonl", HERE / f"{name}_candidates.jsonl", HERE / f"{name}_labels.jsonl",
+            HERE / f"{name}.jsonl")
+
 
 # dataset -> [(how many, filter name or None)]; filters from make_candidates.py
 PLAN = {
@@ -46,25 +61,29 @@ FACTS_PLAN = {
 }
 
 
-def choose(data_dir):
+def choose(name, data_dir):
+    """The set's questions: PLAN then FACTS_PLAN, drawn with the set's own seed, dev side only, none seen before."""
     import make_candidates as mc
     from elical.data.facts import load_facts
     tests = {"comparison": mc.comparison, "alias_in_question": mc.alias_in_question, None: None,
              "capital": lambda q: q["question"].startswith("What is the capital of")}
+    earlier = list(SETS)[:list(SETS).index(name)]  # dev3 leaves out dev2's questions; dev2 only the two old sets
     old = set()
-    for p in (HERE / "pairs.jsonl", HERE.parents[1] / "tests" / "data" / "judge_pairs.jsonl"):
+    for p in (*OLD_PAIRS, *(paths(e)[0] for e in earlier)):
         old |= {norm(json.loads(x)["question"]) for x in p.read_text(encoding="utf-8").splitlines() if x.strip()}
-    rng, chosen, taken = random.Random(7), [], set(old)
+    seed, share = SETS[name]
+    rng, chosen, taken = random.Random(seed), [], set(old)
 
     def pick(pool, n, test):
+        n = math.ceil(n * share)
         pool = [q for q in pool if norm(q["question"]) not in taken and part_of(q["question"]) == "dev"
                 and (test is None or test(q))]
         got = rng.sample(pool, min(n, len(pool)))
         taken.update(norm(q["question"]) for q in got)
         return got
 
-    for name, plan in PLAN.items():
-        qs = mc.read_questions(name, data_dir)
+    for dataset, plan in PLAN.items():
+        qs = mc.read_questions(dataset, data_dir)
         for n, t in plan:
             chosen += pick(qs, n, tests[t])
     by = {}
@@ -75,15 +94,15 @@ def choose(data_dir):
     return chosen
 
 
-def gen(data_dir):
+def gen(name, data_dir):
     from elical.generation.base import DecodingConfig, build_prompt
     from elical.generation.models import load_model
     from elical.generation.prefix_sharing import TransformersGenerator
-    chosen = choose(data_dir)
+    chosen = choose(name, data_dir)
     print(len(chosen), "questions", flush=True)
     model, tok = load_model()
     g = TransformersGenerator(model, tok, DecodingConfig(n_samples=8, max_new_tokens=24, batch_size=8))
-    with open(OUT, "w", encoding="utf-8") as out:
+    with open(paths(name)[0], "w", encoding="utf-8") as out:
         for i in range(0, len(chosen), 8):
             batch = chosen[i:i + 8]
             gens = g.generate([build_prompt(tok, q["question"]) for q in batch],
@@ -96,12 +115,13 @@ def gen(data_dir):
             print(i + len(batch), "/", len(chosen), flush=True)
 
 
-def draw():
+def draw(name):
     """Up to 3 distinct samples per question: the two nearest the greedy answer (word Jaccard, not identical),
     then one ending in the same word, else one at random."""
-    rng, n = random.Random(7), 0
-    with open(CAND, "w", encoding="utf-8") as out:
-        for line in OUT.read_text(encoding="utf-8").splitlines():
+    outputs, cand, _, _ = paths(name)
+    rng, n = random.Random(SETS[name][0]), 0
+    with open(cand, "w", encoding="utf-8") as out:
+        for line in outputs.read_text(encoding="utf-8").splitlines():
             o = json.loads(line)
             a = o["greedy"]
             distinct = list(dict.fromkeys(s for s in o["samples"] if s.strip() and s != a))
@@ -114,33 +134,44 @@ def draw():
             if not distinct and o["samples"]:
                 picks = [o["samples"][0]]  # every sample identical to the greedy answer
             for b in picks:
-                out.write(json.dumps({"pair_id": f"dev2-{n:04d}", "part": "dev", "kind": "greedy-sample",
+                out.write(json.dumps({"pair_id": f"{name}-{n:04d}", "part": "dev", "kind": "greedy-sample",
                                       "dataset": o["dataset"], "question": o["question"], "a": a, "b": b,
                                       "aliases": o["answer"]}, ensure_ascii=False) + "\n")
                 n += 1
-    print(n, "candidates")
+    print(n, "candidates ->", cand)
 
 
-def merge():
+def merge(name):
+    _, cand, labels_path, merged = paths(name)
     labels = {}
-    for x in LABELS.read_text(encoding="utf-8").splitlines():
+    for x in labels_path.read_text(encoding="utf-8").splitlines():
         if x.strip():
             d = json.loads(x)
             labels[d["pair_id"]] = d
-    kept = 0
-    with open(DEV2, "w", encoding="utf-8") as out:
-        for x in CAND.read_text(encoding="utf-8").splitlines():
+    kept = dropped = 0
+    with open(merged, "w", encoding="utf-8") as out:
+        for x in cand.read_text(encoding="utf-8").splitlines():
             c = json.loads(x)
             lab = labels.get(c["pair_id"])
             if lab is None or lab["label"] is None:
+                dropped += 1
                 continue
             assert part_of(c["question"]) == "dev"
             c.update(label=lab["label"], category=lab["category"])
             out.write(json.dumps(c, ensure_ascii=False) + "\n")
             kept += 1
-    print(kept, "pairs ->", DEV2)
+    print(kept, "pairs,", dropped, "dropped or unlabelled ->", merged)
 
 
 if __name__ == "__main__":
-    cmd = sys.argv[1]
-    {"gen": lambda: gen(sys.argv[2]), "draw": draw, "merge": merge}[cmd]()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cmd", choices=["gen", "draw", "merge"])
+    ap.add_argument("data_dir", nargs="?", help="gen only: the HonestyBench QA folder")
+    ap.add_argument("--set", dest="name", choices=list(SETS), default="dev2")
+    args = ap.parse_args()
+    if args.cmd == "gen":
+        if not args.data_dir:
+            ap.error("gen needs the HonestyBench QA folder")
+        gen(args.name, args.data_dir)
+    else:
+        {"draw": draw, "merge": merge}[args.cmd](args.name)

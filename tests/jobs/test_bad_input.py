@@ -143,3 +143,21 @@ def test_quiet_silences_every_progress_bar(tmp_path, capfd):
     bars = [line for line in captured.err.splitlines() if "%|" in line or "it/s" in line or "s/it" in line]
     assert bars == [], captured.err[-2000:]
     assert (out / "results.json").exists()
+
+
+def test_resume_may_change_the_batch_size_but_not_what_is_computed(tmp_path):
+    """A run directory written with batch 16 resumes with batch 32 and --stream-features (neither changes an answer
+    or a head beyond float rounding); a changed sample count is refused, naming the field, and nothing is written."""
+    from dataclasses import asdict, replace
+
+    from elical.jobs.run import RunConfig, check_run_dir
+    from elical.records import InputError
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    saved = asdict(RunConfig(batch_size=16))
+    (run_dir / "config.json").write_text(json.dumps(saved))
+    check_run_dir(run_dir, RunConfig(batch_size=32, stream_features=True), resume=True)
+    with pytest.raises(InputError, match="n_samples: 5 in the directory, 7 now"):
+        check_run_dir(run_dir, replace(RunConfig(), n_samples=7), resume=True)
+    assert (run_dir / "config.json").read_text() == json.dumps(saved) and len(list(run_dir.iterdir())) == 1

@@ -19,10 +19,11 @@ K = (8, 24)
 
 @pytest.fixture(scope="module")
 def layered(tmp_path_factory):
-    """One real smoke run with three layers (8 primary, 15, -1 = 30), both poolings and the controls."""
+    """One real smoke run with three layers (8 primary, 15, -1 = 30), both poolings and the controls; its probe
+    heads read the saved features memory-mapped (--stream-features)."""
     out = tmp_path_factory.mktemp("layers") / "run"
     code = main(["run", "--preset", "smoke", "--layer", "8,15,-1", "--pooling", "last,mean", "--controls",
-                 "--no-model-estimators", "--quiet", "--output", str(out)])
+                 "--no-model-estimators", "--stream-features", "--quiet", "--output", str(out)])
     assert code == 0
     return out
 
@@ -163,13 +164,67 @@ def test_sweep_over_layers_and_report(layered, capsys):
     assert "EliCal(24) [L15]" in (report / "metrics.md").read_text()
 
 
+def _scores(run_dir: Path, method: str) -> dict[str, float]:
+    rows = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+    return {r["id"]: r["confidence"] for r in rows if r["method"] == method}
+
+
+@pytest.mark.slow
+def test_streamed_heads_equal_heads_fitted_in_memory(layered):
+    """--stream-features trains on the memory-mapped files chunk by chunk; the same heads fitted on the features
+    loaded into memory score the evaluation questions the same (float rounding of the standardisation only)."""
+    from elical.heads.stages import probe_stages
+    from elical.records import self_consistency
+
+    records = _records(layered)
+    train = np.array([r["split"] == "train" for r in records])
+    pool = [r for r, t in zip(records, train) if t]
+    test_ids = [r["id"] for r, t in zip(records, train) if not t]
+    stages = probe_stages("linear", random_state=0)
+    for path, tag in ((layered / "features" / "hidden_states.safetensors", None),
+                      (layered / "features" / "hidden_states.layer-15.mean.safetensors", "L15 mean")):
+        X = _rows(path, [r["id"] for r in records])
+        eli = stages.eli_only(X[train], np.array([self_consistency(r) for r in pool]))
+        got = _scores(layered, "Eli-Only" if tag is None else f"Eli-Only [{tag}]")
+        np.testing.assert_allclose([got[i] for i in test_ids], eli.predict(X[~train]), atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+def test_predict_reads_a_mean_pooled_head(layered, lm):
+    """Heads on other layers and poolings carry model.json, so ConfidenceModel (and `elical predict`) score new
+    questions with them: equal to the run's own scores of that head."""
+    from elical.heads.confidence import ConfidenceModel
+
+    head_dir = layered / "heads" / "elical_k24.l15-mean"
+    meta = json.loads((head_dir / "model.json").read_text())
+    assert (meta["layer"], meta["pooling"]) == (15, "mean")
+    test = [r for r in _records(layered) if r["split"] == "test"]
+    cm = ConfidenceModel.load(head_dir, model=lm)
+    got = _scores(layered, "EliCal(24) [L15 mean]")
+    np.testing.assert_allclose(cm.predict([r["question"] for r in test]), [got[r["id"]] for r in test],
+                               atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+def test_sweep_with_streamed_features_equals_the_in_memory_sweep(layered):
+    rows = {}
+    for flag in ((), ("--stream-features",)):
+        out = layered / f"sweep{len(flag)}.json"
+        assert main(["sweep", str(layered), "--k", "8,24", "--seeds", "0", "--selection", "random", "--output",
+                     str(out), "--quiet", *flag]) == 0
+        rows[bool(flag)] = {(r["method"], r["k"]): r["mean"]["auroc"] for r in json.loads(out.read_text())["results"]}
+    assert rows[True].keys() == rows[False].keys() and ("EliCal", 24) in rows[True]
+    for key, value in rows[False].items():
+        assert rows[True][key] == pytest.approx(value, abs=1e-6), key
+
+
 @pytest.mark.slow
 def test_resume_reuses_every_feature_set_and_head(layered, capsys):
     before = json.loads((layered / "results.json").read_text())["results"]
     mtimes = {p: p.stat().st_mtime_ns for p in (layered / "features").iterdir()}
     heads = {p: p.stat().st_mtime_ns for p in (layered / "heads").glob("*/head.safetensors")}
     assert main(["run", "--preset", "smoke", "--layer", "8,15,-1", "--pooling", "last,mean", "--controls",
-                 "--no-model-estimators", "--quiet", "--output", str(layered), "--resume"]) == 0
+                 "--no-model-estimators", "--stream-features", "--quiet", "--output", str(layered), "--resume"]) == 0
     assert json.loads((layered / "results.json").read_text())["results"] == before
     assert {p: p.stat().st_mtime_ns for p in (layered / "features").iterdir()} == mtimes
     assert {p: p.stat().st_mtime_ns for p in (layered / "heads").glob("*/head.safetensors")} == heads

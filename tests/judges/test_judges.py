@@ -586,6 +586,14 @@ def test_answer_spans_by_hand():
     assert answer_span("The capital of New Zealand is", q).empty
     assert answer_span("I don't know.", q).empty and answer_span("", q).empty
     assert answer_span("It was founded in 1910 by Ann Lee.", "Who founded the club?").numbers == {"1910"}
+    # a name of the answer that extends a question word is a new name: it stays whole ("Panama City" is not the
+    # echo "Panama"), within its sentence only
+    q = "What is the capital of Panama?"
+    assert answer_span("The capital of Panama is Panama City.", q).words == ("panama", "city")
+    assert answer_span("The capital of Panama is Panama.", q).empty
+    assert answer_span("It is in the Persian Gulf. Panama is small.", q).words == ("persian", "gulf", "small")
+    assert answer_span("The Nintendo DSi was developed by Nintendo of America.",
+                       "Who developed Nintendo DSi?").words == ("nintendo", "america")
 
 
 @pytest.mark.parametrize("q, a, b, same", [
@@ -597,6 +605,9 @@ def test_answer_spans_by_hand():
     ("When was Ann Lee born?", "Ann Lee was born in 1920.", "Ann Lee was born in 1921.", 0),
     ("When was Ann Lee born?", "She was born on July 18, 1861.", "She was born on July 21, 1861.", 0),
     ("In which country is Kyoto?", "Kyoto is in Japan.", "Kyoto is a Japanese city.", 1),
+    ("What is the capital of Panama?", "The capital of Panama is Panama City.", "It is Panama City.", 1),
+    ("What is the capital of Panama?", "The capital of Panama is Panama City.", "The capital of Panama is Panama.",
+     0),  # a new name against an echo
     ("Where is the Indus River?", "It flows through Pakistan and India.", "India", 0),  # a hedge
 ])
 def test_span_equivalence_by_hand(q, a, b, same):

@@ -16,7 +16,7 @@ IN_DOMAIN = {"nq", "hq", "2wikimultihopqa", "pararel_patterns", "tq"}  # the pap
 @pytest.fixture(scope="module")
 def study(tmp_path_factory, shared_data):
     out = tmp_path_factory.mktemp("study") / "smoke"
-    code = main(["study", "--preset", "smoke", "--output", str(out), "--quiet",
+    code = main(["study", "--preset", "smoke", "--output", str(out), "--quiet", "--layer=-1,8",
                  "--data-dir", str(shared_data / "honestybench-qa"), "--mmlu-dir", str(shared_data / "mmlu")])
     assert code == 0
     records = [json.loads(line) for line in (out / "run" / "records" / "annotations.jsonl").open()]
@@ -83,6 +83,14 @@ def test_elical_group_auroc_is_the_weighted_mean_of_scikit_learn(study):
     test = [r for r in records if r["split"] == "test"]
     with np.load(out / "study" / "parts" / "sample-accuracy_seed1.npz") as z:
         conf = z["EliCal(16)"]
+    want = _in_domain_auroc(test, conf)
+    got = s["targets"]["sample-accuracy"]["summary"]["methods"]["EliCal(16)"]["groups"]["in_domain"]["auroc"]
+    if want is not None:
+        assert got["per_seed"][1] == pytest.approx(want, abs=1e-9)
+
+
+def _in_domain_auroc(test, conf):
+    """scikit-learn's AUROC per in-domain dataset of the smoke preset, weighted by test size (None: undefined)."""
     values, weights = [], []
     for dataset in ("nq", "pararel_patterns"):
         idx = [i for i, r in enumerate(test) if r["dataset"] == dataset]
@@ -90,22 +98,23 @@ def test_elical_group_auroc_is_the_weighted_mean_of_scikit_learn(study):
         if 0 < sum(y) < len(y):
             values.append(roc_auc_score(y, conf[idx]))
             weights.append(len(idx))
-    got = s["targets"]["sample-accuracy"]["summary"]["methods"]["EliCal(16)"]["groups"]["in_domain"]["auroc"]
-    if values:
-        assert got["per_seed"][1] == pytest.approx(np.average(values, weights=weights), abs=1e-9)
+    return np.average(values, weights=weights) if values else None
 
 
 @pytest.mark.slow
 def test_resume_reuses_everything_and_refuses_a_changed_config(study, capsys):
     out, s, _ = study
     before = {p.name: p.stat().st_mtime_ns for p in (out / "study" / "parts").glob("*.npz")}
-    assert main(["study", "--preset", "smoke", "--output", str(out), "--resume", "--quiet"]) == 0
+    assert main(["study", "--preset", "smoke", "--output", str(out), "--resume", "--quiet", "--layer=-1,8"]) == 0
     after = {p.name: p.stat().st_mtime_ns for p in (out / "study" / "parts").glob("*.npz")}
     assert before == after
     again = json.loads((out / "study.json").read_text())
     assert again["targets"] == s["targets"]
-    assert main(["study", "--preset", "smoke", "--output", str(out), "--resume", "--seeds", "0,1,2"]) == 2
+    assert main(["study", "--preset", "smoke", "--output", str(out), "--resume", "--seeds", "0,1,2",
+                 "--layer=-1,8"]) == 2
     assert "seeds" in capsys.readouterr().err
+    assert main(["study", "--preset", "smoke", "--output", str(out), "--resume", "--quiet"]) == 2  # layers differ
+    assert "layers" in capsys.readouterr().err
     assert main(["study", "--preset", "smoke", "--output", str(out)]) == 2  # exists, no --resume
     assert (out / "report" / "index.html").is_file()
 
@@ -124,12 +133,47 @@ def test_weighted_mean_skips_undefined_datasets():
     assert cols == pytest.approx([0.875, 1.0])
 
 
+@pytest.mark.slow
+def test_per_layer_heads_on_layer_8_states(study, smollm2):
+    import torch
+
+    from elical.generation.features import load_features
+
+    out, s, records = study
+    assert s["feature_tags"] == ["L8"]
+    test = [r for r in records if r["split"] == "test"]
+    # the L8 features are layer 8's hidden state of the last prompt token (transformers' own forward pass)
+    model, tok = smollm2
+    ids, feats, meta = load_features(out / "run" / "features" / "hidden_states.layer-8.last.safetensors")
+    assert meta["layer"] == 8 and ids == [r["id"] for r in records]
+    for i in (0, len(records) - 1):
+        enc = tok(records[i]["prompt"], return_tensors="pt", add_special_tokens=False)
+        with torch.inference_mode():
+            want = model(**enc, output_hidden_states=True).hidden_states[8][0, -1].numpy()
+        np.testing.assert_allclose(feats[i], want, rtol=1e-4, atol=1e-4)
+    with np.load(out / "study" / "parts" / "sample-accuracy_seed0.npz") as z:
+        layer8, final = z["EliCal(16) [L8]"], z["EliCal(16)"]
+        assert {"Eli-Only [L8]", "Cal-Only(4) [L8]", "Cal-Only(48) [L8]"} <= set(z.files)
+    assert not np.allclose(layer8, final)  # another layer's features give another head
+    # its group AUROC is the test-size-weighted mean of scikit-learn's per-dataset AUROCs
+    want = _in_domain_auroc(test, layer8)
+    got = s["targets"]["sample-accuracy"]["summary"]["methods"]["EliCal(16) [L8]"]["groups"]["in_domain"]["auroc"]
+    if want is not None:
+        assert got["per_seed"][0] == pytest.approx(want, abs=1e-9)
+    md = (out / "study.md").read_text()
+    assert "### AUROC per layer and pooling, k = 4" in md
+    assert "| primary (layer -1, last token) |" in md and "\n| L8 |" in md
+    assert "EliCal [L8]" not in md.split("### AUROC per layer")[0]  # the paper-layout tables keep their columns
+
+
 def test_one_percent_k_and_method_family():
     assert one_percent_k([4, 8, 16, 32, 64, 128, 5000], 5000) == 64  # 1 % of 5,000 = 50: log-closest is 64
     assert one_percent_k([16, 64, 256], 560_000) == 256
     assert method_family("EliCal(64)") == ("EliCal", 64)
     assert method_family("Eli-Only+Isotonic(16)") == ("Eli-Only+Isotonic", 16)
     assert method_family("Consis-Sem") == ("Consis-Sem", 0)
+    assert method_family("EliCal(64) [L15 mean]") == ("EliCal [L15 mean]", 64)
+    assert method_family("Eli-Only [L8]") == ("Eli-Only [L8]", 0)
 
 
 def test_summarize_groups_and_seed_spread_by_hand():

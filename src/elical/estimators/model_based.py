@@ -246,30 +246,22 @@ def p_true(model, tokenizer, records: Sequence[dict], *, batch_size: int = 16, p
            **_) -> ModelEstimate:
     """P(True) (Kadavath et al., 2022): probability that the model calls its own greedy answer "(A) True".
 
-    One batched forward pass per ``batch_size`` prompts (left-padded; positions count real tokens only), next-token
-    logits of "A" and "B" after :data:`P_TRUE_PREFIX`, softmax between the two. Returns a :class:`ModelEstimate`
+    One prefill per ``batch_size`` prompts (their common prefix, the chat template and instruction, run once; the
+    rest left-padded, positions counting real tokens only), next-token logits of "A" and "B" after :data:`P_TRUE_PREFIX`, softmax between the two. Returns a :class:`ModelEstimate`
     with confidence of shape (len(records),) in [0, 1]; an empty greedy answer gets 0.0 without a model call.
     Raises :class:`EstimatorInputError` for a record without a question; ValueError when the tokenizer splits
     an option letter."""
     import torch
 
+    from elical.generation.prefix_sharing import TransformersGenerator
+
     id_a, id_b = _option_ids(tokenizer)
     conf = np.zeros(len(records))
     todo = [i for i, r in enumerate(records) if not _empty_greedy(r)]
     prompts = [p_true_prompt(tokenizer, _question(records[i], i), greedy_text(records[i]).strip()) for i in todo]
-    side = tokenizer.padding_side
+    gen = TransformersGenerator(model, tokenizer)
     for part in _batches(len(todo), batch_size, progress, "P(True)"):
-        tokenizer.padding_side = "left"
-        try:
-            enc = tokenizer(prompts[part], return_tensors="pt", padding=True, add_special_tokens=False)
-        finally:
-            tokenizer.padding_side = side
-        enc = {k: v.to(model.device) for k, v in enc.items()}
-        pos = (enc["attention_mask"].cumsum(-1) - 1).clamp(min=0)
-        with torch.inference_mode():
-            logits = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], position_ids=pos,
-                           use_cache=False, logits_to_keep=1).logits[:, -1, :]
-        pair = logits[:, [id_a, id_b]].double()
+        pair = gen.next_token_logits(prompts[part])[:, [id_a, id_b]].double()
         conf[todo[part]] = torch.softmax(pair, dim=-1)[:, 0].cpu().numpy()
     return ModelEstimate(np.clip(conf, 0.0, 1.0), 0, [], {"estimator": "P(True)"})
 

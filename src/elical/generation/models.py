@@ -14,8 +14,9 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
-__all__ = ["DEFAULT_MODEL", "cache_dir", "smollm2_gguf_path", "load_model"]
+__all__ = ["DEFAULT_MODEL", "cache_dir", "smollm2_gguf_path", "materialize_gguf", "load_model"]
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -43,27 +44,31 @@ def smollm2_gguf_path() -> Path:
     return path
 
 
-def _materialize_smollm2(dtype) -> Path:
-    """Dequantize the GGUF once and save a plain safetensors checkpoint in the cache; return its directory."""
-    target = cache_dir() / "models" / "SmolLM2-135M-Instruct"
+def materialize_gguf(target: Path, gguf_file: Callable[[Path], Path]) -> Path:
+    """Dequantize a GGUF checkpoint once and cache it as a plain safetensors checkpoint (config, generation config,
+    tokenizer, ``model.safetensors``) in ``target``; return ``target``. ``gguf_file(tmp)`` gives the GGUF file's
+    path (it may write the file under the temporary directory ``tmp``, e.g. reassembled from parts; anything it
+    writes there is removed). Everything is written in a temporary sibling of ``target`` and renamed, so a killed
+    first load never leaves half a checkpoint. A cached ``target`` is returned as is."""
     if (target / "model.safetensors").exists() and (target / "config.json").exists():
         return target
     import torch
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = smollm2_gguf_path()
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Written in a temporary sibling and renamed, so a killed first load never leaves half a checkpoint.
-    tmp = Path(tempfile.mkdtemp(prefix=".smollm2-", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
+        gguf = Path(gguf_file(tmp))
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        if gguf.parent != tmp and tmp in gguf.parents:
+            shutil.rmtree(gguf.parent)
         model.config.save_pretrained(tmp)
         model.generation_config.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         state = {k: v.contiguous() for k, v in model.state_dict().items()}
-        if model.config.tie_word_embeddings:
+        if getattr(model.config, "tie_word_embeddings", False):
             state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared storage
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         if target.exists():
@@ -73,6 +78,11 @@ def _materialize_smollm2(dtype) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _materialize_smollm2(dtype) -> Path:
+    """Dequantize the GGUF once and save a plain safetensors checkpoint in the cache; return its directory."""
+    return materialize_gguf(cache_dir() / "models" / "SmolLM2-135M-Instruct", lambda tmp: smollm2_gguf_path())
 
 
 def resolve_model_path(model: str) -> str:

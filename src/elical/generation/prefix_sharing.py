@@ -89,8 +89,9 @@ class GrowingLayer(DynamicLayer):
             self._realloc(self._k, max(rows, 2 * self._k.shape[0]), self._k.shape[2])
         self.rows = rows
         if len(dst):
-            self._k[dst, :, :self.length] = self._k[src, :, :self.length]
-            self._v[dst, :, :self.length] = self._v[src, :, :self.length]
+            for buf in (self._k, self._v):
+                filled = buf[:, :, :self.length]
+                filled.index_copy_(0, dst, filled.index_select(0, src))
         self._views()
 
     def batch_select_indices(self, indices) -> None:
@@ -201,13 +202,17 @@ class TransformersGenerator:
             alive = torch.arange(rows, device=dev)  # original row of each live row
             slot = alive // per  # slot of each live row
             for step in range(d.max_new_tokens):
-                logp = torch.log_softmax(logits, dim=-1)
-                choice = logits.argmax(dim=-1)[slot]
                 sampled = (alive % per) != 0
+                choice = torch.empty_like(slot)
+                greedy = ~sampled  # argmax only where a greedy row sits, draws only where a sampled one does
+                if greedy.any():
+                    nodes, inv = torch.unique(slot[greedy], return_inverse=True)
+                    choice[greedy] = logits[nodes].argmax(dim=-1)[inv]
                 if sampled.any():
                     row = alive[sampled]  # sample row j of question q is row q * per + 1 + j
                     choice[sampled] = self._draw(logits, slot[sampled], uniforms[row // per, step, row % per - 1])
-                chosen_lp = logp[slot, choice]
+                # raw-model log-prob of each chosen token: logit - logsumexp (no (nodes, V) log-softmax written)
+                chosen_lp = logits[slot, choice] - torch.logsumexp(logits, dim=-1)[slot]
                 finished = torch.isin(choice, stop)
                 for r, t, lp, f in zip(alive.tolist(), choice.tolist(), chosen_lp.tolist(), finished.tolist()):
                     if not f:
@@ -231,6 +236,18 @@ class TransformersGenerator:
             for i, g in enumerate(out):
                 g.hidden_states = {layer: h[i] for layer, h in hidden.items()}
         return out
+
+    def next_token_logits(self, prompts: Sequence[str]):
+        """Logits of the token after each prompt: float32 tensor of shape (len(prompts), vocab), from one prefill
+        (the prompts' common prefix run once, as in :meth:`generate`); no token is decoded. Used by P(True).
+        Raises ValueError for an empty prompt."""
+        import torch
+        from transformers.cache_utils import DynamicCache
+
+        if not prompts:
+            return torch.empty((0, self.model.config.vocab_size))
+        with torch.inference_mode():
+            return self._prefill(prompts, DynamicCache(config=self.model.config))[0]
 
     def _collect(self, tokens, logps, n_prompts: int, per: int) -> list[Generation]:
         """One :class:`Generation` per prompt from the decoded rows (row ``i * per`` greedy, the next ``per - 1``

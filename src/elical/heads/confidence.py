@@ -11,11 +11,14 @@ such as Consis-Sem needs N sampled answers plus judging for the same number (see
   so the base model, layer and prompt come from the sidecar ``model.json`` (:func:`write_model_json`)::
 
       {"format": "elical.HeadModel", "format_version": 1, "model": "smollm2-135m-instruct", "layer": -1,
-       "instruction": "Answer the following question ... Question: {question}", "token": "last real prompt token"}
+       "instruction": "Answer the following question ... Question: {question}", "pooling": "last",
+       "token": "last real prompt token"}
 
   ``model``: what :func:`elical.generation.models.load_model` takes (name, directory or HF id); ``layer``: index into the
   model's ``output_hidden_states`` (-1 = final); ``instruction``: the template given to
-  :func:`elical.generation.base.build_prompt` (must contain ``{question}``). ``elical run`` writes it beside each head.
+  :func:`elical.generation.base.build_prompt` (must contain ``{question}``); ``pooling``: ``"last"`` (the last real
+  prompt token, the paper's; the default when absent) or ``"mean"`` (the mean over the question's tokens,
+  :mod:`elical.generation.pooling`). ``elical run`` writes it beside each head, ``--layer``/``--pooling`` ones included.
 - a :class:`elical.heads.lora.LoRAHead` directory (``head.json`` format ``elical.LoRAHead``): the base model comes from
   ``head.json`` (``model.json``, when present, overrides it and sets the instruction; default instruction:
   :data:`elical.generation.base.QA_INSTRUCTION`, the one ``elical run`` uses).
@@ -43,18 +46,23 @@ __all__ = ["MODEL_JSON", "write_model_json", "read_model_json", "Gate", "Confide
 
 MODEL_JSON = "model.json"
 _MODEL_FORMAT = "elical.HeadModel"
+_TOKENS = {"last": "last real prompt token", "mean": "mean over the question's tokens"}
 
 
-def write_model_json(directory, model: str, layer: int = -1, instruction: str = QA_INSTRUCTION) -> Path:
+def write_model_json(directory, model: str, layer: int = -1, instruction: str = QA_INSTRUCTION,
+                     pooling: str = "last") -> Path:
     """Write the sidecar ``<directory>/model.json`` that tells :class:`ConfidenceModel` how the head's inputs were
-    made: base ``model`` (name/path/HF id), hidden ``layer`` and prompt ``instruction`` (with ``{question}``).
-    Returns its path. Raises ValueError for an instruction without ``{question}``."""
+    made: base ``model`` (name/path/HF id), hidden ``layer``, prompt ``instruction`` (with ``{question}``) and
+    ``pooling`` ("last" or "mean"). Returns its path. Raises ValueError for an instruction without ``{question}``
+    or an unknown pooling."""
     if "{question}" not in instruction:
         raise ValueError("instruction must contain the placeholder {question}")
+    if pooling not in _TOKENS:
+        raise ValueError(f"pooling must be one of {sorted(_TOKENS)}, got {pooling!r}")
     path = Path(directory) / MODEL_JSON
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": _MODEL_FORMAT, "format_version": 1, "model": str(model), "layer": int(layer),
-            "instruction": instruction, "token": "last real prompt token"}
+            "instruction": instruction, "pooling": pooling, "token": _TOKENS[pooling]}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
@@ -72,7 +80,7 @@ def _read_json(path: Path) -> dict:
 
 
 def read_model_json(directory) -> dict | None:
-    """The validated sidecar of a head directory (keys model, layer, instruction), or None when it is absent.
+    """The validated sidecar of a head directory (keys model, layer, instruction, pooling), or None when absent.
 
     Raises InputError naming the file and field for a malformed file."""
     path = Path(directory) / MODEL_JSON
@@ -87,7 +95,10 @@ def read_model_json(directory) -> dict | None:
     instruction = meta.get("instruction", QA_INSTRUCTION)
     if not isinstance(instruction, str) or "{question}" not in instruction:
         raise InputError(path, None, "instruction", "expected a prompt template containing {question}")
-    return {"model": meta["model"], "layer": layer, "instruction": instruction}
+    pooling = meta.get("pooling", "last")
+    if pooling not in _TOKENS:
+        raise InputError(path, None, "pooling", f"expected one of {sorted(_TOKENS)}, got {pooling!r}")
+    return {"model": meta["model"], "layer": layer, "instruction": instruction, "pooling": pooling}
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,9 @@ class ConfidenceModel:
         Hidden layer a ProbeHead reads (index into ``output_hidden_states``; ignored for a LoRAHead: final layer).
     instruction : str
         Prompt template for :func:`elical.generation.base.build_prompt`.
+    pooling : str
+        How a ProbeHead's features are read: "last" (last real prompt token) or "mean" (mean over the question's
+        tokens); ignored for a LoRAHead.
     method : str, optional
         Name written beside each confidence (default: the head directory's name when loaded).
     batch_size : int
@@ -121,7 +135,8 @@ class ConfidenceModel:
     """
 
     def __init__(self, head, model, tokenizer, *, layer: int = -1, instruction: str = QA_INSTRUCTION,
-                 method: str | None = None, batch_size: int = 16, base_model: str | None = None):
+                 pooling: str = "last", method: str | None = None, batch_size: int = 16,
+                 base_model: str | None = None):
         from elical.heads.probe import ProbeHead
         from elical.heads.lora import LoRAHead
         from elical.heads.reference import ReferenceHead
@@ -133,12 +148,14 @@ class ConfidenceModel:
                              f"{model.config.hidden_size}: not the model it was trained on")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if pooling not in _TOKENS:
+            raise ValueError(f"pooling must be one of {sorted(_TOKENS)}, got {pooling!r}")
         if isinstance(head, LoRAHead):
             from dataclasses import replace
 
             head.config = replace(head.config, batch_size=batch_size)  # prediction batch size only
         self.head, self.model, self.tokenizer = head, model, tokenizer
-        self.layer, self.instruction, self.batch_size = layer, instruction, batch_size
+        self.layer, self.instruction, self.batch_size, self.pooling = layer, instruction, batch_size, pooling
         self.method = method or type(head).__name__
         self.base_model = base_model
 
@@ -196,7 +213,8 @@ class ConfidenceModel:
         else:
             raise InputError(head_json, None, "format", f"expected 'elical.ProbeHead' or 'elical.LoRAHead', got "
                              f"{fmt!r}")
-        return cls(head, lm, tok, layer=meta["layer"], instruction=meta["instruction"], method=head_dir.name,
+        return cls(head, lm, tok, layer=meta["layer"], instruction=meta["instruction"],
+                   pooling=meta.get("pooling", "last"), method=head_dir.name,
                    batch_size=batch_size, base_model=model if isinstance(model, str) else recorded)
 
     @classmethod
@@ -262,7 +280,8 @@ class ConfidenceModel:
             from elical.generation.features import extract_hidden_states
 
             feats = extract_hidden_states(self.model, self.tokenizer, prompts, layer=self.layer,
-                                          batch_size=self.batch_size)
+                                          batch_size=self.batch_size, pooling=self.pooling,
+                                          questions=list(questions) if self.pooling == "mean" else None)
             return self.head.predict(feats)
         return self.head.predict(prompts)
 

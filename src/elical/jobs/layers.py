@@ -224,8 +224,8 @@ def stage_layer_heads(run_dir, records: list[dict], sets: dict[tuple[int, str], 
                       progress: bool = True) -> dict[str, np.ndarray]:
     """Eli-Only, Cal-Only(k) and EliCal(k) on every feature set (:func:`elical.jobs.heads_stage.stage_heads` with
     the set's tag; the same pool, k labels and targets as the primary heads). Returns {method: confidence on the
-    evaluation records}. Last-token heads get a ``model.json`` (``elical predict`` can use them); mean-pooled ones
-    none (:class:`elical.heads.confidence.ConfidenceModel` reads the last token)."""
+    evaluation records}. Every head gets a ``model.json`` with its layer and pooling, so ``elical predict`` and
+    :class:`elical.heads.confidence.ConfidenceModel` can use it."""
     import time
 
     from elical.jobs.heads_stage import stage_heads
@@ -234,7 +234,7 @@ def stage_layer_heads(run_dir, records: list[dict], sets: dict[tuple[int, str], 
     for (layer, pooling), feats in sets.items():
         t0 = time.time()
         got, _ = stage_heads(run_dir, records, feats, cfg, tag=layer_tag(layer, pooling), cal_only_all=False,
-                             model_json={"model": cfg.model, "layer": layer} if pooling == "last" else None)
+                             model_json={"model": cfg.model, "layer": layer, "pooling": pooling})
         preds.update(got)
         if progress:
             print(f"heads [{layer_tag(layer, pooling)}]: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)

@@ -38,7 +38,7 @@ class RunConfig:
     n_eval: int = 300
     n_samples: int = 5
     max_new_tokens: int = 20
-    batch_size: int = 16
+    batch_size: int = 32  # questions per generation batch: answers do not depend on it
     backend: str = "transformers"
     base_url: str | None = None
     api_key_env: str | None = None
@@ -62,9 +62,15 @@ class RunConfig:
     judge_with_qa_model: bool = False
     build_dir: str | None = None
     model_estimators: bool = True
+    # probe heads read the saved features memory-mapped, a chunk at a time (elical.heads.streaming; large pools)
+    stream_features: bool = False
     dev_fraction: float = 0.2
     n_bootstrap: int = 1000
 
+
+#: Fields a resumed run may change: they decide how fast, not what (answers do not depend on the batch; streamed
+#: and in-memory features train the same heads up to float rounding).
+RESUME_FREE_FIELDS = ("batch_size", "stream_features")
 
 PRESETS: dict[str, RunConfig] = {
     "smoke": RunConfig(preset="smoke", n_train=48, n_eval=32, n_samples=3, max_new_tokens=12, k_values=(8, 24),
@@ -107,7 +113,8 @@ def check_run_dir(path: str | Path, cfg: RunConfig, resume: bool) -> Path:
             # a field added to RunConfig after the directory was written counts as its default there
             defaults = json.loads(json.dumps(asdict(RunConfig())))
             saved = {**{k: v for k, v in defaults.items() if k not in saved}, **saved}
-            diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+            diff = sorted(k for k in set(saved) | set(now)
+                          if saved.get(k) != now.get(k) and k not in RESUME_FREE_FIELDS)
             if diff:
                 shown = "; ".join(f"{k}: {saved.get(k)!r} in the directory, {now.get(k)!r} now" for k in diff[:3])
                 raise InputError(cfg_file, None, diff[0], f"differs from this command ({shown}"
@@ -338,6 +345,13 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
 
         layer_feats = stage_layer_features(run_dir, records, model, tok, cfg, fresh, progress)
     del fresh
+    if cfg.stream_features:  # the same rows, read from the saved files a chunk at a time while the heads train
+        from elical.heads.streaming import FeatureFile
+        from elical.jobs.layers import features_path
+
+        feats = FeatureFile.open(run_dir / "features" / "hidden_states.safetensors")
+        if extra_sets:
+            layer_feats = {pair: FeatureFile.open(features_path(run_dir, *pair)) for pair in layer_feats}
     timings["hidden_states_s"] = time.time() - t1
     pool = [r for r in records if r["split"] == "train"]
     test_records = [r for r in records if r["split"] == "test"]

@@ -73,8 +73,12 @@ def _resolve_k(k_values, n_pool: int) -> list[int]:
     return sorted({n_pool if k == "all" else min(int(k), n_pool) for k in k_values})
 
 
-def _load_run(run_dir: Path, target: str):
-    """Records and features of a run directory, aligned by id, split into pool and evaluation parts."""
+def load_run(run_dir: Path, target: str, stream: bool = False):
+    """Records and features of a run directory, aligned by id, split into pool and evaluation parts: (pool records,
+    evaluation records, X_pool (n_pool, d), X_test (n, d), self-consistency (n_pool,), label targets (n_pool,)).
+    ``stream``: the features stay memory-mapped (:class:`elical.heads.streaming.FeatureFile` views read a chunk
+    at a time, for pools larger than memory) instead of being loaded. Raises InputError for missing or malformed
+    files."""
     from elical.generation.features import load_features
     from elical.heads.labeling import label_targets
     from elical.records import read_records, self_consistency
@@ -85,7 +89,13 @@ def _load_run(run_dir: Path, target: str):
         if not path.is_file():
             raise InputError(path, None, None, "missing; run `elical run` (or `elical build`) on this directory first")
     records = read_records(rec_path, skip_torn_tail=False)
-    ids, feats, _ = load_features(feat_path)
+    if stream:
+        from elical.heads.streaming import FeatureFile
+
+        feats = FeatureFile.open(feat_path)
+        ids = feats.ids
+    else:
+        ids, feats, _ = load_features(feat_path)
     row = {rid: i for i, rid in enumerate(ids)}
     for lineno, r in enumerate(records, start=1):
         for field in ("id", "split", "greedy_correctness", "consistency_judgement"):
@@ -124,7 +134,8 @@ def _summary(per_seed: dict) -> tuple[dict, dict]:
 
 def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "stratified"), head: str | None = None,
               target: str | None = None, n_resamples: int = 0, n_strata: int | None = None,
-              head_params: dict | None = None, layers=None, pooling: str = "last", progress: bool = False) -> dict:
+              head_params: dict | None = None, layers=None, pooling: str = "last", stream: bool = False,
+              progress: bool = False) -> dict:
     """Eli-Only, Cal-Only(k) and EliCal(k) over a grid of k, seeds and label selections on one run directory.
 
     Parameters
@@ -145,6 +156,9 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
         pooling) other than the run's own features gets Eli-Only, Cal-Only(k) and EliCal(k) on the same label orders,
         named ``Eli-Only [L8]``, ``EliCal [L15 mean]`` (k in the row); features as ``elical run --layer`` writes
         them, computed with the run's model when absent (:mod:`elical.jobs.layers`).
+    stream : train and score the heads on the run's features memory-mapped, read a chunk at a time
+        (:mod:`elical.heads.streaming`: pools whose features do not fit in memory); the same heads up to float
+        rounding.
 
     Returns
     -------
@@ -182,7 +196,7 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
     n_strata = DEFAULT_N_STRATA if n_strata is None else n_strata
     t0 = time.time()
     dev_fraction, eval_seed = float(run_cfg.get("dev_fraction", 0.2)), int(run_cfg.get("seed", 0))
-    pool, test, X_pool, X_test, c_cons, y_k = _load_run(run_dir, target)
+    pool, test, X_pool, X_test, c_cons, y_k = load_run(run_dir, target, stream)
     extra = {}  # tag -> (X_pool, X_test) of the other layers and poolings
     if layers is not None or pooling != "last":
         from elical.jobs.layers import parse_pooling_arg, run_dir_features
@@ -255,7 +269,7 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
                    "n_resamples": n_resamples, "n_strata": n_strata, "dev_fraction": dev_fraction,
                    "eval_seed": eval_seed, "std": "sample standard deviation over seeds (ddof=1)",
                    "layers": None if layers is None else str(layers) if isinstance(layers, str) else list(layers),
-                   "pooling": pooling, "feature_tags": list(extra)},
+                   "pooling": pooling, "feature_tags": list(extra), "stream_features": bool(stream)},
         "sizes": {"pool": n_pool, "eval": len(test), "eval_accuracy": float(y_test.mean()),
                   "pool_target_mean": float(y_k.mean())},
         "timings": {"total_s": time.time() - t0},
@@ -351,7 +365,8 @@ def _handler(args) -> int:
         parse_pooling_arg(args.pooling)
     result = run_sweep(run_dir, k_values=_parse_k(args.k) if args.k else None, seeds=seeds, selections=selections,
                        head=args.head, target=args.target, n_resamples=args.n_resamples, n_strata=args.n_strata,
-                       layers=args.layer, pooling=args.pooling or "last", progress=not args.quiet)
+                       layers=args.layer, pooling=args.pooling or "last", stream=args.stream_features,
+                       progress=not args.quiet)
     write_sweep(result, json_path, csv_path)
     print(format_sweep_table(result))
     print(f"wall time {result['timings']['total_s']:.0f} s; results in {json_path} and {csv_path}")
@@ -384,6 +399,8 @@ def register(subparsers) -> None:
     p.add_argument("--layer", help="also other hidden layers: 8,15,-1 or all (features of `elical run --layer`, "
                    "computed with the run's model when absent); rows 'EliCal [L8]'")
     p.add_argument("--pooling", help="with --layer: last (default), mean (over the question's tokens) or last,mean")
+    p.add_argument("--stream-features", action="store_true",
+                   help="keep the features memory-mapped and train chunk by chunk (pools larger than memory)")
     p.add_argument("--n-resamples", type=int, default=0, help="bootstrap resamples per head (default 0 = no intervals)")
     p.add_argument("--output", help="sweep JSON file (default RUN_DIR/sweep.json; the CSV goes beside it)")
     p.add_argument("--force", action="store_true", help="overwrite an existing sweep file")

@@ -131,7 +131,13 @@ def _cased(text: str) -> str:
     return text
 
 
-def _matches(toks: list[str]) -> list[tuple[str, str, int, int]]:
+def _matches(toks: Sequence[str]) -> list[tuple[str, str, int, int]]:
+    """(type, code, start, end) of each typed name in ``toks``, longest match first."""
+    return list(_matches_of(tuple(toks)))
+
+
+@functools.lru_cache(maxsize=1 << 16)  # the judges read the same answers many times
+def _matches_of(toks: tuple[str, ...]) -> tuple[tuple[str, str, int, int], ...]:
     table, longest = _table()
     out, i = [], 0
     while i < len(toks):
@@ -143,7 +149,7 @@ def _matches(toks: list[str]) -> list[tuple[str, str, int, int]]:
                 break
         else:
             i += 1
-    return out
+    return tuple(out)
 
 
 def entities(text: str) -> list[tuple[str, str, int]]:

@@ -23,6 +23,7 @@ shown with lettered choices (MMLU in the QA layout, lines "A. ...") is judged by
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from elical.judges.base import CorrectnessBase, PairJudge, check_alias_pairs, check_pairs, question_at
-from elical.judges.choices import choices_named, mmlu_choice
+from elical.judges.choices import choices_named, lettered_choices, mmlu_choice
 from elical.judges.rules import _code_in, is_code
 from elical.judges.slots import less_specific, places_only, slot_correct, slot_equivalent, uncut
 from elical.judges.text import find_spans, fold, normalize_answer, numbers_in, strip_numbers, tokens
@@ -63,6 +64,7 @@ _FRAME_WORDS = {
 _CLASS_NOUNS = {"word", "words", "car", "cars", "model", "company", "corporation", "corp", "inc", "manufacturer",
                 "brand", "creation", "production", "type", "kind", "element"}
 
+_STOP = frozenset(ENGLISH_STOP_WORDS)
 _FRAME = frozenset((ENGLISH_STOP_WORDS - _CONTENT) | _FRAME_WORDS | _CLASS_NOUNS) - {"yes", "no"}
 _NON_ANSWER = re.compile(
     r"\b(?:i (?:do not|don'?t|dont) know|not sure|no idea|i cannot|i can'?t|unable to|no (?:specific |reliable )?"
@@ -74,19 +76,6 @@ _NUMERIC_QUESTION = re.compile(
 _POSSESSIVE = re.compile(r"(?<=\w)['’]s?\b")
 _MONTHS = frozenset("january february march april may june july august september october november december".split())
 _YEAR = re.compile(r"1[0-9]{3}|20[0-9]{2}")
-_CHOICE_LINE = re.compile(r"^\s*\(?([A-D])[.)]\s+(.+?)\s*$", re.MULTILINE)
-
-
-def lettered_choices(question: str | None) -> list[str] | None:
-    """The choices of a question shown with lettered lines "A. ...", "B. ..." (MMLU in the QA layout), in order
-    A, B, ...; None when the question has no such lines (at least two, lettered from A)."""
-    if not question:
-        return None
-    found = _CHOICE_LINE.findall(question)
-    letters = "".join(letter for letter, _ in found)
-    if len(found) < 2 or letters != "ABCD"[: len(found)]:
-        return None
-    return [text for _, text in found]
 
 
 def _options(question: str) -> set[str]:
@@ -120,6 +109,7 @@ class _QuestionTerms:
     numbers: frozenset
 
 
+@functools.lru_cache(maxsize=4096)
 def _question_terms(question: str | None) -> _QuestionTerms:
     """What an answer may repeat from the question without answering: its words, except the alternatives a
     choice question offers and words that occur only inside a longer name ("Mexico" in "... the city of Mexico
@@ -155,17 +145,27 @@ def _is_non_answer(text: str) -> bool:
     return _NON_ANSWER.search(fold(text).replace("’", "'")) is not None
 
 
+@functools.lru_cache(maxsize=65536)
 def answer_span(text: str, question: str | None = None, keep_stop_words: bool = False) -> Span:
-    """The answer span of ``text`` for ``question``: its tokens minus the question's words (the alternatives a
-    choice question offers excepted), minus stop words and answer-frame words (unless ``keep_stop_words``), and
-    its numbers (values, `numbers_in`) minus the question's. A refusal ("I don't know", "not sure") is empty."""
+    """The answer span of ``text`` for ``question``: its tokens minus the question's words (except a choice's
+    alternatives and names that extend a question word: "Panama City"), minus stop and answer-frame words (unless
+    ``keep_stop_words``), and its numbers (`numbers_in`) minus the question's. A refusal is empty."""
     if _is_non_answer(text):
         return Span((), frozenset())
     text = uncut(text)
     terms = _question_terms(question)
     drop = terms.drop if keep_stop_words else terms.drop | _FRAME
-    toks = _delete_phrases(normalize_answer(strip_numbers(_POSSESSIVE.sub("", text))).split(), terms.names)
-    return Span(tuple(t for t in toks if t not in drop), frozenset(numbers_in(text) - terms.numbers))
+    cased = _POSSESSIVE.sub("", text)
+    toks = _delete_phrases(normalize_answer(strip_numbers(cased)).split(), terms.names)
+    # an answer's name that adds a word to a question word is a new name: "Panama City" (of Panama) stays whole
+    kept = set()
+    for m in (m for sentence in re.split(r"(?<=[.!?;:])\s+", cased) for m in _NAME_RUN.finditer(sentence)):
+        run = tuple(normalize_answer(strip_numbers(m.group())).split())
+        if any(t in terms.drop for t in run) and any(t not in terms.drop and t not in _STOP for t in run):
+            for start, end in find_spans(run, toks):
+                kept.update(range(start, end))
+    return Span(tuple(t for i, t in enumerate(toks) if (i in kept and t not in _STOP) or t not in drop),
+                frozenset(numbers_in(text) - terms.numbers))
 
 
 def _fuzzy(a: Sequence[str], b: Sequence[str], cut: float) -> bool:

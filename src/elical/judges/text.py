@@ -7,6 +7,7 @@ compares numbers as values first (`numbers_in`, `number_spans`).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -24,6 +25,7 @@ _ARTICLES = frozenset({"a", "an", "the"})
 _SEPARATORS = frozenset("/\\")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def fold(text: str) -> str:
     """Casefold and strip combining marks (NFKD), so "Zürich" == "zurich" and "ß" == "ss"."""
     decomposed = unicodedata.normalize("NFKD", text.casefold())
@@ -31,6 +33,7 @@ def fold(text: str) -> str:
     return unicodedata.normalize("NFC", "".join(ch for ch in decomposed if unicodedata.category(ch) != "Mn"))
 
 
+@functools.lru_cache(maxsize=1 << 16)  # judges normalize the same answers many times
 def normalize_answer(text: str) -> str:
     """Normalize an answer, SQuAD style, for string matching.
 

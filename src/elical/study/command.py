@@ -59,7 +59,8 @@ def _fitted_parts(inputs, study_dir: Path, seeds, targets, k_values, pool_sizes,
     from elical.study.protocol import fit_elicitation, fit_part, part_path, read_part, write_part
 
     ids = inputs.test_ids
-    meta = {"k_values": [str(k) for k in k_values], "pool_sizes": list(pool_sizes), "n_pool": len(inputs.pool)}
+    meta = {"k_values": [str(k) for k in k_values], "pool_sizes": list(pool_sizes), "n_pool": len(inputs.pool),
+            "feature_tags": list(inputs.extra)}
     out: dict = {t: {} for t in (*targets, "elicitation")}
     for seed in seeds:
         t0, eli = time.time(), None
@@ -71,7 +72,7 @@ def _fitted_parts(inputs, study_dir: Path, seeds, targets, k_values, pool_sizes,
                     out[name][seed] = conf
                     continue
             if name == "elicitation":
-                conf = fit_elicitation(inputs, seed, pool_sizes, eli_all=eli)
+                conf = fit_elicitation(inputs, seed, pool_sizes, eli_all=(eli or {}).get(None))
             else:
                 conf, eli = fit_part(inputs, name, seed, k_values, eli=eli)
             write_part(path, ids, conf, {**meta, "name": name, "seed": seed})
@@ -91,7 +92,7 @@ def run_study(preset: str, output, *, seeds=None, k_values=None, targets=_TARGET
     (model, head, backend, device, judges, ...). Returns the dict written to ``output/study.json``.
     Raises InputError for bad input (missing data directory, existing output without ``resume``, a changed
     configuration on resume, malformed run files) before anything is overwritten."""
-    from elical.jobs.run import check_run_dir, run
+    from elical.jobs.run import RESUME_FREE_FIELDS, check_run_dir, run
     from elical.jobs.sweep import json_safe
     from elical.records import write_json_atomic
     from elical.study.presets import STUDY_PRESETS
@@ -119,7 +120,7 @@ def run_study(preset: str, output, *, seeds=None, k_values=None, targets=_TARGET
     out = Path(output)
     config = {"preset": preset, "model": cfg.model, "seeds": seeds, "k_values": [str(k) for k in k_values],
               "targets": targets, "pool_sizes": list(p.pool_sizes), "n_bootstrap": n_bootstrap,
-              "run": json.loads(json.dumps(asdict(cfg)))}
+              "run": json.loads(json.dumps({k: v for k, v in asdict(cfg).items() if k not in RESUME_FREE_FIELDS}))}
     _check_study_dir(out, config, resume)
     run_dir = out / "run"
     check_run_dir(run_dir, cfg, resume=True)
@@ -151,6 +152,7 @@ def run_study(preset: str, output, *, seeds=None, k_values=None, targets=_TARGET
     study = {"config": config, "sizes": {"pool": n_pool, "eval": len(inputs.test), "eval_per_dataset": eval_per,
                                          "pool_per_dataset": _count(inputs.pool)},
              "pool_ids": [r["id"] for r in inputs.pool], "eval_ids": inputs.test_ids,
+             "feature_tags": list(inputs.extra),
              "targets": results, "elicitation": elicitation, "timings": timings}
     write_json_atomic(out / "study.json", json_safe(study))
     (out / "study.md").write_text(format_study(study), encoding="utf-8")
@@ -183,7 +185,16 @@ def _handler(args) -> int:
         k_values = _parse_k(args.k)
     targets = [t.strip() for t in args.targets.split(",") if t.strip()] if args.targets else _TARGETS
     out = args.output or os.path.join("runs", f"study-{args.preset}")
-    overrides = {"model": args.model, "head": args.head, "device": args.device, "backend": args.backend,
+    overrides = {}
+    if args.layer is not None:
+        from elical.jobs.layers import parse_layer_arg
+
+        overrides["layer"], overrides["layers"] = parse_layer_arg(args.layer)
+    if args.pooling is not None:
+        from elical.jobs.layers import parse_pooling_arg
+
+        overrides["pooling"] = parse_pooling_arg(args.pooling)
+    overrides |= {"model": args.model, "head": args.head, "device": args.device, "backend": args.backend,
                  "base_url": args.base_url, "batch_size": args.batch_size,
                  "equivalence_judge": args.equivalence_judge, "correctness_judge": args.correctness_judge,
                  "semantic_model": args.judge_model, "judge_base_url": args.judge_base_url}
@@ -218,6 +229,9 @@ def register(subparsers) -> None:
     p.add_argument("--targets", help="label targets, comma-separated: sample-accuracy (the paper's), greedy "
                    "(default both; the first gives the headline)")
     p.add_argument("--head", choices=["linear", "mlp"], help="probe head (default linear)")
+    p.add_argument("--layer", help="also other hidden layers: 8,15,-1 (the first is the primary) or all; Eli-Only, "
+                   "Cal-Only(k) and EliCal(k) per layer, reported per group in study.md ('EliCal(k) [L8]')")
+    p.add_argument("--pooling", help="with --layer: last (default), mean (over the question's tokens) or last,mean")
     p.add_argument("--n-bootstrap", type=int, help="bootstrap resamples of the intervals (default the preset's)")
     p.add_argument("--batch-size", type=int, help="questions per generation batch")
     p.add_argument("--device", help="cpu, cuda, ...")

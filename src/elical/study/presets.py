@@ -32,7 +32,7 @@ class StudyPreset:
     n_eval: int = 200
     n_samples: int = 5
     max_new_tokens: int = 20
-    batch_size: int = 16
+    batch_size: int = 32
     model_estimators: bool = False
     k_values: tuple = (4, 8, 16, 32, 64, 128, 256, 512, 1024, "all")
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)

@@ -7,13 +7,17 @@ on the first m questions of an independent nested order of the pool. The trainin
 run (``predictions.jsonl``), aligned by record id. Each (target, seed) is written as one part file
 (``study/parts/<target>_seed<s>.npz``: the evaluation ids and every method's confidences), so a killed study
 resumes where it stopped. Evaluation labels are never read here.
+
+With ``elical study --layer 8,15,-1 [--pooling last,mean]`` the run also writes the hidden states of those layers
+(:mod:`elical.jobs.layers`), and every seed and target fits Eli-Only, Cal-Only(k) and EliCal(k) on each of them as
+well, on the same nested label sets, named ``Eli-Only [L8]``, ``EliCal(64) [L15 mean]``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +45,8 @@ class StudyInputs:
     consis_sem_pool: np.ndarray  # (n_pool,) Consis-Sem of the pool (the calibrated baseline's training scores)
     training_free: dict[str, np.ndarray]
     head: str
+    #: {tag: (X_pool, X_test)} of the other layers and poolings ("L8", "L15 mean"), float32, rows as above
+    extra: dict = field(default_factory=dict)
 
     @property
     def test_ids(self) -> list[str]:
@@ -52,14 +58,16 @@ def load_inputs(run_dir) -> StudyInputs:
 
     Raises InputError naming the file for a missing or malformed file, a record without a hidden state, a
     training-free method scored on other questions than the evaluation records, or an out-of-domain / MMLU
-    question in the training pool (pools come from in-domain sets only)."""
+    question in the training pool (pools come from in-domain sets only). The run's other layers and poolings
+    (config.json ``layers`` / ``pooling``) are read from its ``features/hidden_states.layer-*.safetensors`` into
+    ``extra``."""
     from elical.data.groups import group_of
     from elical.estimators import estimate
     from elical.evaluation.scoring import align_by_id
-    from elical.jobs.sweep import _load_run
+    from elical.jobs.sweep import load_run
 
     run_dir = Path(run_dir)
-    pool, test, X_pool, X_test, c_cons, _ = _load_run(run_dir, "greedy")
+    pool, test, X_pool, X_test, c_cons, _ = load_run(run_dir, "greedy")
     for r in pool:
         if group_of(r.get("dataset", "")) in ("out_of_domain", "unseen"):
             raise InputError(run_dir / "records" / "annotations.jsonl", None, "split",
@@ -84,9 +92,16 @@ def load_inputs(run_dir) -> StudyInputs:
             training_free[name] = align_by_id(ids, rows[name], name)
         except ValueError as exc:
             raise InputError(pred_path, None, "id", str(exc)) from None
+    run_cfg = results.get("config", {})
+    extra = {}
+    if run_cfg.get("layers") is not None or run_cfg.get("pooling", "last") != "last":
+        from elical.jobs.layers import run_dir_features
+
+        feats = run_dir_features(run_dir, run_cfg, pool + test, run_cfg.get("layers"), run_cfg.get("pooling", "last"))
+        extra = {tag: (f[:len(pool)], f[len(pool):]) for tag, f in feats.items()}
     return StudyInputs(pool=pool, test=test, X_pool=X_pool, X_test=X_test, c_cons=c_cons,
                        consis_sem_pool=np.asarray(estimate("Consis-Sem", pool).confidence, dtype=np.float64),
-                       training_free=training_free, head=results.get("config", {}).get("head", "linear"))
+                       training_free=training_free, head=run_cfg.get("head", "linear"), extra=extra)
 
 
 def label_sets_for(n_pool: int, k_values, seed: int) -> dict[int, np.ndarray]:
@@ -128,22 +143,29 @@ def _stages(inputs: StudyInputs, seed: int):
     return probe_stages(inputs.head, random_state=seed)
 
 
-def fit_part(inputs: StudyInputs, target: str, seed: int, k_values, eli=None) -> tuple[dict[str, np.ndarray], object]:
+def fit_part(inputs: StudyInputs, target: str, seed: int, k_values, eli=None) -> tuple[dict[str, np.ndarray], dict]:
     """Every label-using method of one (target, seed) and Eli-Only; returns ({method: confidences (n,)}, the
-    fitted stage-1 head, to reuse for the other target of the seed). Method names: "Eli-Only", "Cal-Only(k)",
-    "EliCal(k)", "Eli-Only+Platt(k)", "Eli-Only+Isotonic(k)", "Consis-Sem+Isotonic(k)"."""
+    fitted stage-1 heads {None: primary, tag: other feature set}, to reuse for the other target of the seed).
+    Method names: "Eli-Only", "Cal-Only(k)", "EliCal(k)", "Eli-Only+Platt(k)", "Eli-Only+Isotonic(k)",
+    "Consis-Sem+Isotonic(k)", and per other feature set (``inputs.extra``) "Eli-Only [tag]", "Cal-Only(k) [tag]",
+    "EliCal(k) [tag]" on the same label sets."""
     from elical.estimators.calibration import calibrated_baselines
     from elical.heads.labeling import label_targets
     from elical.heads.stages import fit_budget
+    from elical.jobs.heads_stage import tagged
 
     stages = _stages(inputs, seed)
-    eli = eli if eli is not None else stages.eli_only(inputs.X_pool, inputs.c_cons)
+    eli = dict(eli or {})
     y = label_targets(inputs.pool, target)
     sets = label_sets_for(len(inputs.pool), k_values, seed)
-    out = {"Eli-Only": eli.predict(inputs.X_test)}
-    for method, k, head in fit_budget(stages, inputs.X_pool, y, sets, eli, include_all=False):
-        out[f"{method}({k})"] = head.predict(inputs.X_test)
-    train = {"Eli-Only": eli.predict(inputs.X_pool), "Consis-Sem": inputs.consis_sem_pool}
+    out = {}
+    for tag, (X_pool, X_test) in {None: (inputs.X_pool, inputs.X_test), **inputs.extra}.items():
+        if tag not in eli:
+            eli[tag] = stages.eli_only(X_pool, inputs.c_cons)
+        out[tagged("Eli-Only", tag)] = eli[tag].predict(X_test)
+        for method, k, head in fit_budget(stages, X_pool, y, sets, eli[tag], include_all=False):
+            out[tagged(f"{method}({k})", tag)] = head.predict(X_test)
+    train = {"Eli-Only": eli[None].predict(inputs.X_pool), "Consis-Sem": inputs.consis_sem_pool}
     test = {"Eli-Only": out["Eli-Only"], "Consis-Sem": inputs.training_free["Consis-Sem"]}
     calibrated = calibrated_baselines(train, test, y, sets, calibrators=("Platt", "Isotonic"))
     wanted = {f"{e}+{c}" for e, c in CALIBRATED}

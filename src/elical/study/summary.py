@@ -27,13 +27,14 @@ METRICS = ("auroc", "ece", "alignment", "brier", "pr_auc")
 #: Metrics with bootstrap intervals (vectorized in :func:`elical.evaluation.metrics.batch_metrics`).
 CI_METRICS = ("auroc", "ece", "brier")
 GROUPS = ("in_domain", "out_of_domain", "unseen")
-_K = re.compile(r"^(?P<family>.+)\((?P<k>\d+)\)$")
+_K = re.compile(r"^(?P<family>.+?)\((?P<k>\d+)\)(?P<tag> \[[^\]]+\])?$")
 
 
 def method_family(name: str) -> tuple[str, int]:
-    """("EliCal", 64) for "EliCal(64)"; (name, 0) for a method without labels."""
+    """("EliCal", 64) for "EliCal(64)", ("EliCal [L8]", 64) for "EliCal(64) [L8]" (a head on another layer or
+    pooling); (name, 0) for a method without labels."""
     m = _K.match(name)
-    return (m.group("family"), int(m.group("k"))) if m else (name, 0)
+    return (m.group("family") + (m.group("tag") or ""), int(m.group("k"))) if m else (name, 0)
 
 
 def one_percent_k(ks, n_pool: int) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from elical.study.summary import method_family
 
 __all__ = ["COLUMNS", "format_study", "format_group_table", "format_dataset_table", "format_elicitation",
-           "format_headline", "format_label_free"]
+           "format_headline", "format_label_free", "format_layer_table"]
 
 #: Columns of the paper's layout, then the calibrated rivals we add.
 COLUMNS = ("N-Prob", "Consis-Sem", "Eli-Only", "Cal-Only", "EliCal", "Eli-Only+Platt", "Eli-Only+Isotonic",
@@ -89,12 +89,30 @@ def format_label_free(summary: dict, metrics=("auroc", "ece", "alignment", "brie
     """Every method without labels (the training-free estimators and Eli-Only): rows = method, columns = metric
     per group."""
     groups = [g for g in ("in_domain", "out_of_domain", "unseen") if g in summary["groups"]]
-    names = [m for m, e in summary["methods"].items() if e["k"] == 0]
+    names = [m for m, e in summary["methods"].items() if e["k"] == 0 and " [" not in m]
     head = " | ".join(f"{_TITLES[g]} {_METRIC_TITLES[m]}" for g in groups for m in metrics)
     lines = [f"| method | {head} |", "|---|" + "---|" * (len(groups) * len(metrics))]
     for name in names:
         cells = [_cell(summary["methods"][name]["groups"][g][m]) for g in groups for m in metrics]
         lines.append(f"| {name} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def format_layer_table(summary: dict, k: int, tags, primary: str, metric: str = "auroc") -> str:
+    """Where the confidence lives: rows = feature sets (the primary heads, then each ``tag`` such as "L8" or
+    "L15 mean"), columns = Eli-Only, EliCal(k) and Cal-Only(k) per group (in-domain, out-of-domain, MMLU); cells
+    mean ± seed std of ``metric``."""
+    groups = [g for g in ("in_domain", "out_of_domain", "unseen") if g in summary["groups"]]
+    bases = ("Eli-Only", f"EliCal({k})", f"Cal-Only({k})")
+    head = " | ".join(f"{_TITLES[g]} {b}" for g in groups for b in bases)
+    lines = [f"| features | {head} |", "|---|" + "---|" * (len(groups) * len(bases))]
+    for tag in (None, *tags):
+        cells = []
+        for g in groups:
+            for b in bases:
+                entry = summary["methods"].get(b if tag is None else f"{b} [{tag}]", {})
+                cells.append(_cell(entry.get("groups", {}).get(g, {}).get(metric)))
+        lines.append(f"| {primary if tag is None else tag} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
@@ -140,6 +158,11 @@ def format_study(study: dict, metrics=("auroc", "ece", "alignment")) -> str:
                         format_group_table(res["summary"], group, metric, s["pool"]), ""]
         out += ["### Every method without labels", "", format_label_free(res["summary"]), ""]
         k1 = res["headline"]["k"]
+        tags = study.get("feature_tags") or []
+        if tags:
+            layer = study["config"]["run"].get("layer", -1)
+            out += [f"### AUROC per layer and pooling, k = {k1}", "",
+                    format_layer_table(res["summary"], k1, tags, f"primary (layer {layer}, last token)"), ""]
         for k in (k1, s["pool"]):
             out += [f"### AUROC per dataset, k = {k}", "", format_dataset_table(res["summary"], k), ""]
     if study.get("elicitation"):
