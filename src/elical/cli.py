@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--stream-features", action="store_true", default=None,
                    help="probe heads read the saved features memory-mapped, a chunk at a time (pools whose features "
                    "do not fit in memory; docs/scaling.md)")
-    r.add_argument("--batch-size", type=_positive, help="questions per generation batch")
+    r.add_argument("--batch-size", type=_positive, help="questions per generation batch (default 32; answers do not "
+                   "depend on it, so a resumed run may change it)")
     r.add_argument("--device", help="cpu, cuda, cuda:1, ...")
     r.add_argument("--backend", choices=BACKENDS.names(),
                    help="generation backend (default transformers; hidden states then come from its prefill, "

@@ -43,7 +43,7 @@ def test_probe_head_directory_scores_new_questions_from_the_sidecar_layer(probe_
     assert cm.method == "elical_k6" and cm.prompts(NEW) == prompts
     assert conf.shape == (3,) and 0 <= conf.min() and conf.max() <= 1
     assert read_model_json(probe_dir) == {"model": "smollm2-135m-instruct", "layer": LAYER,
-                                          "instruction": QA_INSTRUCTION}
+                                          "instruction": QA_INSTRUCTION, "pooling": "last"}
 
 
 def test_missing_or_malformed_sidecar_is_a_clear_error(probe_dir, tmp_path):
@@ -57,10 +57,15 @@ def test_missing_or_malformed_sidecar_is_a_clear_error(probe_dir, tmp_path):
     (bare / MODEL_JSON).write_text(json.dumps({"model": "smollm2-135m-instruct", "layer": "last"}))
     with pytest.raises(InputError, match="field 'layer'"):
         ConfidenceModel.load(bare)
+    (bare / MODEL_JSON).write_text(json.dumps({"model": "smollm2-135m-instruct", "layer": 8, "pooling": "max"}))
+    with pytest.raises(InputError, match="field 'pooling'"):
+        ConfidenceModel.load(bare)
     with pytest.raises(InputError, match="head.json.*not found"):
         ConfidenceModel.load(tmp_path / "nothing")
     with pytest.raises(ValueError, match="question"):
         write_model_json(bare, "m", instruction="no placeholder")
+    with pytest.raises(ValueError, match="pooling"):
+        write_model_json(bare, "m", pooling="max")
 
 
 def test_lora_head_directory_scores_like_the_head_itself(smollm2, tmp_path):

@@ -85,6 +85,10 @@ def test_probe_head_round_trip_through_the_reference_format(kind, features, smol
     assert "refusing to overwrite" in capsys.readouterr().err
     assert cli.main(["export-head", str(tmp_path / "nothing"), "--output", str(tmp_path / "o")]) == 2
     assert "head.json" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    # a head on mean-pooled states has no reference form (the reference reads the last prompt token)
+    write_model_json(tmp_path / "eli_only", "smollm2-135m-instruct", layer=8, pooling="mean")
+    assert cli.main(["export-head", str(tmp_path / "eli_only"), "--output", str(tmp_path / "m")]) == 2
+    assert "field 'pooling'" in capsys.readouterr().err and not (tmp_path / "m").exists()
 
 
 def test_lora_head_round_trip_and_the_reference_loading_path(smollm2, tmp_path):

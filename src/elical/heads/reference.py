@@ -313,6 +313,9 @@ def export_head(head_dir, output_dir) -> Path:
             if (head_dir / "model.json").is_file() else {}
     except json.JSONDecodeError as exc:
         raise InputError(head_dir, exc.lineno, None, f"malformed JSON ({exc.msg})") from None
+    if sidecar.get("pooling", "last") != "last":
+        raise InputError(head_dir / "model.json", None, "pooling", f"the reference format reads the last prompt "
+                         f"token; a head on {sidecar['pooling']}-pooled states cannot be exported")
     fmt = meta.get("format")
     instruction = sidecar.get("instruction", QA_INSTRUCTION)
     tensors_out, lora = {}, None
