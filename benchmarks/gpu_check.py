@@ -39,7 +39,8 @@ except ImportError:  # a checkout without `pip install -e .`
 import numpy as np
 import torch
 
-from matmul_rate import matmul_gflops
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ (also when imported by a test)
+from matmul_rate import matmul_gflops  # noqa: E402
 
 ARCHS = {  # name -> LlamaConfig keyword arguments (vocab_size comes from the tokenizer)
     "smollm2-135m-arch": dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,

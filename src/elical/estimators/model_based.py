@@ -247,8 +247,9 @@ def p_true(model, tokenizer, records: Sequence[dict], *, batch_size: int = 16, p
     """P(True) (Kadavath et al., 2022): probability that the model calls its own greedy answer "(A) True".
 
     One prefill per ``batch_size`` prompts (their common prefix, the chat template and instruction, run once; the
-    rest left-padded, positions counting real tokens only), next-token logits of "A" and "B" after :data:`P_TRUE_PREFIX`, softmax between the two. Returns a :class:`ModelEstimate`
-    with confidence of shape (len(records),) in [0, 1]; an empty greedy answer gets 0.0 without a model call.
+    rest left-padded, positions counting real tokens only), next-token logits of "A" and "B" after
+    :data:`P_TRUE_PREFIX`, softmax between the two. Returns a :class:`ModelEstimate` with confidence of shape
+    (len(records),) in [0, 1]; an empty greedy answer gets 0.0 without a model call.
     Raises :class:`EstimatorInputError` for a record without a question; ValueError when the tokenizer splits
     an option letter."""
     import torch
