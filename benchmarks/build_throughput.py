@@ -12,8 +12,8 @@ token history run once per step (``elical.generation.prefix_sharing``), rows lea
 of questions at a time.
 Prints questions per second for both and their ratio, and the builder's achieved model FLOP/s
 (2 x parameters x tokens the model ran on: real prompt tokens and decoded tokens) as a fraction of the dense
-fp32 matmul rate torch measures in the same run (2048 x 2048, best of several timings). Targets on 2 cores:
-ratio >= 5, fraction >= 0.40.
+fp32 matmul rate torch measures in the same run (2048 x 2048, best of several timings). Targets (issue 10, 2 cores):
+ratio >= 8, fraction >= 0.60 (docs/benchmarks.md has the measured ceiling of the fraction on a 2-core CPU).
 """
 
 from __future__ import annotations
@@ -128,10 +128,10 @@ def main() -> None:
     print(f"plain generate loop : {t_plain:8.1f} s  {q_plain:.3f} questions/s  ({plain_tokens} tokens processed)")
     print(f"builder             : {t_built:8.1f} s  {q_built:.3f} questions/s  ({prefill} prompt + {decode} "
           f"decoded tokens; the answers have {work['answer_tokens']} tokens)")
-    print(f"speed-up            : {q_built / q_plain:.2f}x   (target >= 5x)")
+    print(f"speed-up            : {q_built / q_plain:.2f}x   (target >= 8x)")
     print(f"dense matmul (torch): {peak / 1e9:.1f} GFLOP/s  (2048 x 2048 fp32, best timing)")
     print(f"builder model FLOP/s: {flops_simple / t_built / 1e9:.1f} GFLOP/s = {flops_simple / t_built / peak:.0%} "
-          f"of matmul  (2 x {n_params / 1e6:.1f} M params x tokens; target >= 40 %)")
+          f"of matmul  (2 x {n_params / 1e6:.1f} M params x tokens; target >= 60 %)")
     print(f"  exact matmul count: {flops_exact / t_built / 1e9:.1f} GFLOP/s = {flops_exact / t_built / peak:.0%} "
           f"of matmul  (LM head only where logits are computed)")
     print(f"plain loop FLOP/s   : {2 * n_params * plain_tokens / t_plain / 1e9:.1f} GFLOP/s = "

@@ -1,24 +1,27 @@
-"""More development sets for the EQUIVALENCE judgement (kind "greedy-sample"): dev2.jsonl, dev3.jsonl.
+"""More sets for the EQUIVALENCE judgement (kind "greedy-sample"): dev2.jsonl, dev3.jsonl (development),
+test2.jsonl, test3.jsonl and test4.jsonl (more held-out test sets; README.md says which were later read as dev).
 
-Run from the repository root (SET is dev2, the default, or dev3):
+Run from the repository root (SET is dev2, the default, dev3, test2, test3 or test4):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/judge_pairs/make_dev2.py gen \
         ../shared/data/honestybench-qa --set SET
     python benchmarks/judge_pairs/make_dev2.py draw --set SET   # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
     python benchmarks/judge_pairs/make_dev2.py merge --set SET  # SET_candidates.jsonl + SET_labels.jsonl -> SET.jsonl
 
-Each set has its own seed (SETS: dev2 random.Random(7), dev3 random.Random(11)), used both to draw the questions
-and to draw the pairs, and its share of the PLAN (dev2 the whole PLAN, 123 questions; dev3 half of every count,
-rounded up, 65 questions); without --set the commands make dev2 exactly as before. Questions: the same PLAN of
-datasets, filters and relations for every set, NEW questions (in none of pairs.jsonl,
-tests/fixtures/judge_pairs.jsonl and the outputs of the sets before it in SETS: dev3 leaves out dev2's questions)
-from seven HonestyBench sets and the embedded `facts` set, keeping only questions that draw_pairs.part_of puts on
-the DEV side of the split (so no question of these sets can ever be a test question, now or later). Generation
-is the same as make_candidates.py (real SmolLM2-135M-Instruct, QA prompt, greedy + 8 samples, T=1.0, top-p 0.95,
-top-k 50, 24 new tokens, seed 0, batch 8). Pairs: up to 3 greedy-sample pairs per question chosen by text
-features only (shared words with the greedy answer, same last word, random), never by a judge's verdict; labels
-are by hand (GUIDELINE.md) in SET_labels.jsonl. Every pair has `part` "dev" (as in pairs.jsonl's dev part) and
-`pair_id` "SET-NNNN".
+Each set has its own seed (SETS: dev2 random.Random(7), dev3 11, test2 13, test3 17, test4 19), used both to draw
+the questions and to draw the pairs, its share of the PLAN (dev2 and test2 the whole PLAN, 123 questions; dev3 half
+of every count, rounded up, 65 questions; test3 and test4 1.5 times every count, rounded up) and its side of the
+split; without --set the commands make dev2 exactly as before. Questions: the same PLAN of datasets, filters and
+relations for every set, NEW questions (in none of pairs.jsonl, tests/fixtures/judge_pairs.jsonl and the outputs of
+the sets before it in SETS: dev3 leaves out dev2's questions) from seven HonestyBench sets and the embedded `facts`
+set, keeping only questions that draw_pairs.part_of puts on the set's side of the split: dev for dev2 and dev3 (so
+none of their questions can ever be a test question), test for test2, test3 and test4 (each made after a round of
+dev changes and scored once with the judges frozen; nothing is chosen on them, and they are labelled without any
+judge's verdict). Generation is the same as make_candidates.py (real SmolLM2-135M-Instruct, QA prompt, greedy + 8
+samples, T=1.0, top-p 0.95, top-k 50, 24 new tokens, seed 0, batch 8). Pairs: up to 3 greedy-sample pairs per
+question chosen by text features only (shared words with the greedy answer, same last word, random), never by a
+judge's verdict; labels are by hand (GUIDELINE.md) in SET_labels.jsonl. Every pair has `part` "dev" or "test" (the
+set's side, as in pairs.jsonl) and `pair_id` "SET-NNNN".
 """
 
 import argparse
@@ -32,9 +35,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from draw_pairs import jaccard, last_word, norm, part_of  # noqa: E402
 
-# set name -> (seed, share of every PLAN count, rounded up), in the order the sets were made; a set leaves out the
-# questions of every set before it
-SETS = {"dev2": (7, 1), "dev3": (11, 0.5)}
+# set name -> (seed, share of every PLAN count rounded up, side of the split), in the order the sets were made; a
+# set leaves out the questions of every set before it
+SETS = {"dev2": (7, 1, "dev"), "dev3": (11, 0.5, "dev"), "test2": (13, 1, "test"), "test3": (17, 1.5, "test"),
+        "test4": (19, 1.5, "test")}
 OLD_PAIRS = (HERE / "pairs.jsonl", HERE.parents[1] / "tests" / "fixtures" / "judge_pairs.jsonl")
 
 
@@ -62,7 +66,8 @@ FACTS_PLAN = {
 
 
 def choose(name, data_dir):
-    """The set's questions: PLAN then FACTS_PLAN, drawn with the set's own seed, dev side only, none seen before."""
+    """The set's questions: PLAN then FACTS_PLAN, drawn with the set's own seed, from its side of the split only,
+    none seen before."""
     import make_candidates as mc
     from elical.data.facts import load_facts
     tests = {"comparison": mc.comparison, "alias_in_question": mc.alias_in_question, None: None,
@@ -71,12 +76,12 @@ def choose(name, data_dir):
     old = set()
     for p in (*OLD_PAIRS, *(paths(e)[0] for e in earlier)):
         old |= {norm(json.loads(x)["question"]) for x in p.read_text(encoding="utf-8").splitlines() if x.strip()}
-    seed, share = SETS[name]
+    seed, share, side = SETS[name]
     rng, chosen, taken = random.Random(seed), [], set(old)
 
     def pick(pool, n, test):
         n = math.ceil(n * share)
-        pool = [q for q in pool if norm(q["question"]) not in taken and part_of(q["question"]) == "dev"
+        pool = [q for q in pool if norm(q["question"]) not in taken and part_of(q["question"]) == side
                 and (test is None or test(q))]
         got = rng.sample(pool, min(n, len(pool)))
         taken.update(norm(q["question"]) for q in got)
@@ -134,7 +139,7 @@ def draw(name):
             if not distinct and o["samples"]:
                 picks = [o["samples"][0]]  # every sample identical to the greedy answer
             for b in picks:
-                out.write(json.dumps({"pair_id": f"{name}-{n:04d}", "part": "dev", "kind": "greedy-sample",
+                out.write(json.dumps({"pair_id": f"{name}-{n:04d}", "part": SETS[name][2], "kind": "greedy-sample",
                                       "dataset": o["dataset"], "question": o["question"], "a": a, "b": b,
                                       "aliases": o["answer"]}, ensure_ascii=False) + "\n")
                 n += 1
@@ -156,7 +161,7 @@ def merge(name):
             if lab is None or lab["label"] is None:
                 dropped += 1
                 continue
-            assert part_of(c["question"]) == "dev"
+            assert part_of(c["question"]) == SETS[name][2]
             c.update(label=lab["label"], category=lab["category"])
             out.write(json.dumps(c, ensure_ascii=False) + "\n")
             kept += 1

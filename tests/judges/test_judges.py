@@ -620,6 +620,7 @@ def test_span_equivalence_by_hand(q, a, b, same):
 # ---------------------------------------------------------------- slots: choice / typed questions, cut-off texts
 
 from elical.judges.slots import asked_type, choice_options, first_entity, picked_option, uncut  # noqa: E402
+from elical.judges.names import shared_region  # noqa: E402
 
 
 @pytest.mark.parametrize("q, a, b, same", [
@@ -674,10 +675,75 @@ def test_span_slot_rules_by_hand(q, a, b, same):
     # "element" describes the answer ("a chemical element named X"), so an echo stays an echo
     ("What is the chemical symbol of tin?", "Tin is an element with the chemical symbol of tin.",
      "tin, the chemical symbol of the element tin.", 0),
+    # a choice question without a comma before its options: the options are the trailing names
+    ("Who has been painting longer Ann Lee or Bo Li?", "Ann Lee.", "Ann Lee - she started in 1970.", 1),
+    ("Who has been painting longer Ann Lee or Bo Li?", "Bo Li has been painting longer.", "Ann Lee.", 0),
+    # a language or a code asked, only a continent named: the slot stays empty
+    ("What is the official language of Malawi?", "Malawi is a country in Africa.",
+     "Malawi is a nation in southern Africa, where many speak English.", 0),
+    ("What is the internet country code top-level domain of Peru?", "Peru is a country in South America.",
+     "Peru is located in South America.", 0),
+    # the official name of the question's own country is an echo, not a new name (unlike "Panama City")
+    ("What is the capital of Uganda?", "Uganda is the capital of the Republic of Uganda.",
+     "Kampala is the capital city of the Republic of Uganda.", 0),
+    # a name that contains the answer's word is no second candidate ("X Labs and X" is not a list)
+    ("Who developed the Zeta phone?", "The Zeta phone was developed by Acme.",
+     "The Zeta phone was developed by Acme Labs and Acme.", 1),
+    ("Who developed the Zeta phone?", "The Zeta phone was developed by Acme.",
+     "The Zeta phone was developed by Orbis and Acme.", 0),
+    # for "where", a longer answer is more specific only when it adds a name ("Utrecht"), not any word
+    ("Where are the best oranges grown in Europe?", "The best oranges are grown in Spain.",
+     "The best oranges are grown in Spain. Spain is widely regarded for its climate.", 1),
+    ("Where are the best oranges grown in Europe?", "The best oranges are grown in Spain.",
+     "The best oranges are grown in Valencia, Spain.", 0),
 ])
 def test_span_new_slot_rules_by_hand(q, a, b, same):
     judge = SpanEquivalenceJudge(model_path="/nonexistent")  # decided before any model
     assert judge.judge_many([(a, b), (b, a)], [q, q]).tolist() == [same, same]
+
+
+@pytest.mark.parametrize("q, a, b, same", [
+    # the agent of "who produces X?": the organization's core, corporate words dropped, one core beginning the other
+    ("Who produces the Zeta Roadster?", "The Zeta Roadster is produced by Orbis Motor Corp.",
+     "The production of the Zeta Roadster is handled by the Orbis Corporation.", 1),
+    ("Who produces the Zeta Roadster?", "Orbis produces the Roadster.", "It is made by Orbis Motors of Canada.", 1),
+    ("Who developed the Zeta Phone?", "The Zeta Phone was developed by Orbis Labs.",
+     "The Zeta Phone was developed by Vela Labs.", None),  # left to the spans
+    # a list of agents is no single agent
+    ("Who developed the Zeta Phone?", "The Zeta Phone was developed by Ann Lee and Bo Li.",
+     "The Zeta Phone was developed by Ann Lee, a designer.", None),
+    # a typed question that no answer fills with its type: the same region named twice is one answer (rule 12)
+    ("On which continent is Ilha Verde?", "Ilha Verde is an island nation in the Caribbean.",
+     "Ilha Verde is a small island located in the Caribbean.", 1),
+    ("On which continent is Ilha Verde?", "Ilha Verde lies in the Pacific Ocean.",
+     "Ilha Verde is a Pacific island of Micronesia.", None),  # two names, one word in common
+    ("On which continent is Ilha Verde?", "Ilha Verde lies in the Pacific Ocean.",
+     "Ilha Verde is a small island in the Pacific Ocean, far from any coast.", 1),
+    # two currencies of two countries
+    ("What is the currency of Ilha Verde?", "The currency of Ilha Verde is the US Dollar.",
+     "The currency of Ilha Verde is the Australian Dollar.", 0),
+    # "nation" asks for a country like "country"; a demonym names it
+    ("Which nation whose capital is Kabul borders on Iran?", "The capital of the Afghan nation is Kabul.",
+     "The capital of Afghanistan is Kabul.", 1),
+    # a number cut off at the end counts when the other answer states it
+    ("What is the atomic number of beryllium?", "Beryllium is a chemical element with the atomic number of 4.",
+     "Beryllium is a light, silvery white element on the periodic table, and it has an atomic number of 4", 1),
+    # "The answer (to this question) is:" before the option picked
+    ("Which film came out first, Grey Owls or The Pebbles?", "The answer to this question is: The Pebbles.",
+     "The answer is: The Pebbles.", 1),
+])
+def test_span_round5_rules_by_hand(q, a, b, same):
+    """The rule verdict (None: left to the spans' embeddings) in both orders."""
+    assert span_equivalent(a, b, q) == same and span_equivalent(b, a, q) == same
+
+
+def test_shared_region_is_no_country():
+    # a country shared for a US-state question is the slot's business, not a region both name
+    q = "What state is Ann Lee from?"
+    assert shared_region("Ann Lee is from the United States.", "In the United States, Ann Lee paints.", q,
+                         "state") is None
+    assert shared_region("Ann Lee is from the Midwest.", "Ann Lee grew up in the Midwest.", q, "state") == 1
+    assert shared_region("Located in the Midwest.", "Located far away.", q, "state") is None  # no name shared
 
 
 def test_question_word_inflections_are_question_words():

@@ -19,18 +19,23 @@ batch composition and a resumed run change nothing beyond float noise (a draw wi
 
 The key-value cache (:class:`GrowingLayer`) keeps spare positions and rows: a decode step writes one position
 instead of concatenating the whole cache, a new branch gets its parent's entries copied into a free row while the
-other rows stay in place, and the rows of finished histories are dropped only when they make up a quarter of the
-batch (until then they are run but unused, or taken by new branches). Throughput: ``benchmarks/build_throughput.py``.
+other rows stay in place, and the rows of finished histories that no branch takes are filled with the last rows
+(a copy of a few rows instead of running them unused). For the usual model types the batch's shared prompt
+prefix is not in the cache at all: its keys/values are kept once and every row attends to them through
+shared-prefix attention (:mod:`elical.generation.cascade`), so rows and branch copies hold only what follows it.
+Throughput: ``benchmarks/build_throughput.py``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from typing import Sequence
 
 import numpy as np
 from transformers.cache_utils import DynamicLayer
 
+from elical.generation import cascade
 from elical.generation.base import DecodingConfig, Generation, seed_for
 
 __all__ = ["TransformersGenerator", "GrowingLayer", "question_uniforms"]
@@ -196,9 +201,9 @@ class TransformersGenerator:
         tokens = [[] for _ in range(rows)]
         logps = [[] for _ in range(rows)]
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        with torch.inference_mode():
+        with torch.inference_mode(), contextlib.ExitStack() as stack:
             # one cache row ("slot") per distinct history (see _branch)
-            logits, mask, last_pos, prompt_tokens, hidden = self._prefill(prompts, cache, hidden_layers)
+            logits, mask, last_pos, prompt_tokens, hidden = self._prefill(prompts, cache, hidden_layers, stack)
             alive = torch.arange(rows, device=dev)  # original row of each live row
             slot = alive // per  # slot of each live row
             for step in range(d.max_new_tokens):
@@ -212,7 +217,7 @@ class TransformersGenerator:
                     row = alive[sampled]  # sample row j of question q is row q * per + 1 + j
                     choice[sampled] = self._draw(logits, slot[sampled], uniforms[row // per, step, row % per - 1])
                 # raw-model log-prob of each chosen token: logit - logsumexp (no (nodes, V) log-softmax written)
-                chosen_lp = logits[slot, choice] - torch.logsumexp(logits, dim=-1)[slot]
+                chosen_lp = logits[slot, choice] - _logsumexp(logits)[slot]
                 finished = torch.isin(choice, stop)
                 for r, t, lp, f in zip(alive.tolist(), choice.tolist(), chosen_lp.tolist(), finished.tolist()):
                     if not f:
@@ -246,8 +251,8 @@ class TransformersGenerator:
 
         if not prompts:
             return torch.empty((0, self.model.config.vocab_size))
-        with torch.inference_mode():
-            return self._prefill(prompts, DynamicCache(config=self.model.config))[0]
+        with torch.inference_mode(), contextlib.ExitStack() as stack:
+            return self._prefill(prompts, DynamicCache(config=self.model.config), (), stack)[0]
 
     def _collect(self, tokens, logps, n_prompts: int, per: int) -> list[Generation]:
         """One :class:`Generation` per prompt from the decoded rows (row ``i * per`` greedy, the next ``per - 1``
@@ -281,8 +286,9 @@ class TransformersGenerator:
 
         Each distinct (slot, token) pair is one history. A slot's first child stays in it; the others go to free
         slots (holes first, then new rows at the end) with a copy of the parent's cache entries. Slots without
-        a child become holes; they are dropped when they make up a quarter of the batch, or at once when they
-        are all at its end. Returns the rows' new slots, the token to feed per slot (-1 for holes), and the
+        a child become holes; with :class:`GrowingLayer` caches the last rows move into them and the batch
+        shrinks at once, otherwise they are dropped when they make up a quarter of the batch or all sit at its
+        end. Returns the rows' new slots, the token to feed per slot (-1 for holes), and the
         attention mask (slots, length) and last positions (slots,) rearranged the same way."""
         import torch
 
@@ -306,7 +312,21 @@ class TransformersGenerator:
             self._copy_rows(cache, src, dst, parent[branch])
         mask, last_pos = mask[src], last_pos[src]
         live = torch.sort(child).values
-        if len(live) < len(src) and (live[-1] < len(live) or 4 * (len(src) - len(live)) > len(src)):
+        growing = all(isinstance(layer, GrowingLayer) for layer in cache.layers)
+        if len(live) < len(src) and growing and live[-1] >= len(live):
+            # move the live rows past the end of the live count into the holes below it: a copy of a few rows
+            # is cheaper than running the holes through the model
+            n = len(live)
+            keep = torch.arange(n, device=dev)
+            low_holes = keep[~torch.isin(keep, live)]
+            moved = live[live >= n]
+            keep[low_holes] = moved
+            for layer in cache.layers:
+                layer.copy_rows(n, low_holes, moved)
+            lut = torch.empty(len(src), dtype=torch.long, device=dev)
+            lut[keep] = torch.arange(n, device=dev)
+            mask, last_pos, child = mask[keep], last_pos[keep], lut[child]
+        elif len(live) < len(src) and (live[-1] < len(live) or 4 * (len(src) - len(live)) > len(src)):
             lut = torch.empty(len(src), dtype=torch.long, device=dev)
             lut[live] = torch.arange(len(live), device=dev)
             cache.batch_select_indices(live)
@@ -325,14 +345,20 @@ class TransformersGenerator:
             else:
                 layer.batch_select_indices(src)
 
-    def _prefill(self, prompts: Sequence[str], cache, hidden_layers: Sequence[int] = ()):
+    def _prefill(self, prompts: Sequence[str], cache, hidden_layers: Sequence[int] = (), stack=None):
         """Run the prompts into ``cache``: the tokens all prompts start with once, then each prompt's own rest
         (left-padded after the shared part; padding is masked and skipped by the positions). Returns the last
         prompt position's logits (P, V), the attention mask (P, length), the last positions (P,), the number
         of real prompt tokens run, and ``{layer: float32 ndarray (P, hidden_size)}`` of the last real prompt
         token for ``hidden_layers`` (that token is always in the per-prompt part: the shared part stops a
-        token short of the shortest prompt)."""
+        token short of the shortest prompt).
+
+        With an ``ExitStack`` ``stack`` and a model :func:`elical.generation.cascade.supports`, the shared part's
+        keys/values stay out of ``cache``: they are kept once and attended to by every row (shared-prefix
+        attention, entered on ``stack`` for the rest of its block); the mask then covers the cache's
+        positions only (those after the shared part)."""
         import torch
+        from transformers.cache_utils import DynamicCache
 
         from elical.generation.features import check_layer
 
@@ -349,16 +375,26 @@ class TransformersGenerator:
                 shared += 1
             shared = shared if shared >= self.min_shared_prefix else 0
         dev = self.model.device
+        split = bool(shared) and stack is not None and cascade.supports(self.model)
         if shared:
             prefix = torch.tensor([ids[0][:shared]], device=dev)
-            self._forward(prefix, torch.ones_like(prefix), torch.arange(shared, device=dev)[None], cache)
-            cache.batch_repeat_interleave(len(ids))
+            own = DynamicCache(config=self.model.config) if split else cache
+            self._forward(prefix, torch.ones_like(prefix), torch.arange(shared, device=dev)[None], own)
+            if split and all(type(layer) is DynamicLayer for layer in own.layers):
+                stack.enter_context(cascade.shared_prefix(self.model, [(l.keys, l.values) for l in own.layers]))
+            elif split:  # not plain layers after all: run the prefix again, into the rows' cache
+                split = False
+                self._forward(prefix, torch.ones_like(prefix), torch.arange(shared, device=dev)[None], cache)
+            if not split:
+                cache.batch_repeat_interleave(len(ids))
         rest = [x[shared:] for x in ids]
         width = max(len(x) for x in rest)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in rest], device=dev)
         mask = torch.tensor([[1] * shared + [0] * (width - len(x)) + [1] * len(x) for x in rest], device=dev)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
+        if split:
+            mask = mask[:, shared:]
         out = self._forward(input_ids, mask, pos, cache, hidden=bool(layers))
         # the rest is left-padded, so its last position is every row's last real token
         hidden = {layer: out.hidden_states[layer][:, -1, :].float().cpu().numpy() for layer in layers}
@@ -374,9 +410,23 @@ class TransformersGenerator:
         d = self.decoding
         k = d.top_k if 0 < d.top_k < node_logits.shape[-1] else node_logits.shape[-1]
         nodes, inv = torch.unique(row_node, return_inverse=True)  # only the nodes that sampled rows sit on
-        values, index = torch.topk(node_logits[nodes], k, dim=-1)  # per node, sorted descending
+        if 4 * len(nodes) < 3 * len(node_logits):
+            values, index = torch.topk(node_logits[nodes], k, dim=-1)  # per node, sorted descending
+        else:  # most nodes: cheaper than copying their (nodes, V) logits out
+            values, index = torch.topk(node_logits, k, dim=-1)
+            values, index = values[nodes], index[nodes]
         scores = TopPLogitsWarper(d.top_p)(None, TemperatureLogitsWarper(d.temperature)(None, values))
         cdf = torch.softmax(scores.double(), dim=-1).cumsum(dim=-1)
         u = uniforms.to(cdf.dtype)[:, None] * cdf[inv, -1:]
         pick = torch.searchsorted(cdf[inv], u, right=True).clamp(max=k - 1)
         return index[inv].gather(-1, pick)[:, 0]
+
+
+def _logsumexp(logits, chunk: int = 16):
+    """``torch.logsumexp(logits, dim=-1)`` for logits (rows, V), ``chunk`` rows at a time so that the
+    intermediates stay in cache (the whole (rows, V) one is ~40 MB for 200 rows of a 49k vocabulary)."""
+    import torch
+
+    if logits.device.type != "cpu" or len(logits) <= chunk:
+        return torch.logsumexp(logits, dim=-1)
+    return torch.cat([torch.logsumexp(part, dim=-1) for part in logits.split(chunk)])

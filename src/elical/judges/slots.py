@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from typing import Sequence
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from elical.judges.text import find_spans, tokens
+from elical.judges.text import find_spans, numbers_in, tokens
 
 __all__ = ["asked_type", "entities", "first_entity", "choice_options", "picked_option", "ends_with_place",
-           "place_words", "less_specific", "places_only", "uncut", "slot_equivalent", "slot_correct"]
+           "place_words", "less_specific", "hedged", "question_place", "places_only", "uncut", "uncut_pair",
+           "slot_equivalent", "slot_correct"]
 
 _COUNTRY_EXTRA = {
     "US": ["United States", "United States of America"], "GB": ["United Kingdom", "Great Britain", "Britain",
@@ -60,8 +62,8 @@ _CONTINENTS = {
 }
 # Read as a name before any shorter one inside it ("South Africa" is no continent, "New Mexico" no country).
 _LONGER = {"ZA": ["South Africa", "South African"], "CF": ["Central African Republic"]}
-_TYPES = (("country", re.compile(r"\b(?:which|what) (?:\w+ )?country\b|\bcountry of (?:origin|citizenship)\b"
-                                 r"|\bcitizenship\b|\bnationality\b")),
+_TYPES = (("country", re.compile(r"\b(?:which|what) (?:\w+ )?(?:country|nation)\b"
+                                 r"|\bcountry of (?:origin|citizenship)\b|\bcitizenship\b|\bnationality\b")),
           ("continent", re.compile(r"\bcontinent\b")),
           ("state", re.compile(r"\b(?:which|what) (?:us |u\.s\. |american )?state\b")))
 _CASED = [(re.compile(r"\bU\.?S\.?A?\b\.?"), " United States "), (re.compile(r"\bU\.?K\.?\b"), " United Kingdom ")]
@@ -186,29 +188,66 @@ def first_entity(text: str, kind: str, question: str | None = None) -> tuple[str
 _WHERE = re.compile(r"^\s*where\b")
 
 
-def less_specific(short: Sequence[str], long_: Sequence[str], question: str | None) -> bool:
+def less_specific(short: Sequence[str], long_: Sequence[str], question: str | None, long_text: str = "") -> bool:
     """For a "where" question, ``short`` names only countries / continents / states and ``long_`` adds another
-    name ("the Netherlands" vs "Amsterdam, Netherlands" for "Where was X born?", GUIDELINE rule 3)."""
+    name ("the Netherlands" vs "Amsterdam, Netherlands" for "Where was X born?", GUIDELINE rule 3): a word of
+    ``long_`` outside every place name that ``long_text`` (the longer answer) writes capitalized, as a name."""
     if not question or not _WHERE.search(question.casefold()) or len(place_words(short)) < len(short):
         return False
-    return len(place_words(long_)) < len(long_)
+    places = place_words(long_)
+    extra = {w for i, w in enumerate(long_) if i not in places}
+    return bool(extra & {t for m in re.finditer(r"\b[A-Z][\w'’-]*", long_text) for t in tokens(m.group())})
+
+
+def question_place(words: Sequence[str], question: str | None) -> bool:
+    """``words`` are wholly names of places the question names ("Republic of Uganda" for "... of Uganda?")."""
+    found = _matches(list(words))
+    asked = {code for _, code, _ in entities(question or "")}
+    return bool(found) and sum(e - s for _, _, s, e in found) == len(words) and all(c in asked for _, c, _, _ in found)
+
+
+_NAME = r"(?:[A-Z][\w'’-]+\s+)*[A-Z][\w'’-]+"
+
+
+def hedged(text: str, words: Sequence[str]) -> bool:
+    """``words`` occur in ``text`` coordinated with another name ("Pakistan and northern India", "Europe or
+    Africa"): a list of candidates is not one answer (rule 4). A name that contains ``words`` itself is no
+    other candidate ("Microsoft Technologies and Microsoft")."""
+    if not words:
+        return False
+    phrase = r"\W+".join(re.escape(w) for w in words)
+    pattern = (rf"(?P<before>{_NAME})\s*,?\s+(?:and|or)\s+(?:\w+\s+)?(?i:{phrase})\b"
+               rf"|\b(?i:{phrase})\s*,?\s+(?:and|or)\s+(?:the\s+)?(?P<after>{_NAME})")
+    folded = "".join(ch for ch in unicodedata.normalize("NFKD", text) if unicodedata.category(ch) != "Mn")
+    own = set(words)
+    return any(not own & set(tokens(m.group("before") or m.group("after"))) for m in re.finditer(pattern, folded))
 
 
 # A question that asks for a city or a currency: an answer naming only countries / continents / states (or
-# their demonyms) leaves the slot empty ("Zimbabwe is a country in East Africa" for its capital, rules 3, 10).
-_FINER = re.compile(r"\b(?:capital(?: city)? of|(?:which|what) (?:city|town|currency)|currency (?:of|is)|in what city)\b")
+# their demonyms) leaves the slot empty ("Zimbabwe is a country in East Africa" for its capital, rules 3, 10);
+# one that asks for a language or a code is not answered by continents alone ("Botswana is a country in Africa";
+# a demonym may be the language: "French").
+_FINER = re.compile(
+    r"\b(?:capital(?: city)? of|(?:which|what) (?:city|town|currency)|currency (?:of|is)|in what city)\b")
+_NOT_A_CONTINENT = re.compile(r"\b(?:language|languages|spoken|(?:calling|dialling|dialing|country) code|domain)\b")
 
 
 def places_only(words: Sequence[str], question: str | None) -> bool:
     """For a question asking a currency (a city), ``words`` (an answer span) name only countries, continents or
-    US states (and a continent): the asked slot is not filled."""
+    US states (and a continent); for one asking a language or a code, only continents: the asked slot is not
+    filled."""
     q = (question or "").casefold()
-    if not words or asked_type(question) or not _FINER.search(q):
+    if not words or asked_type(question):
         return False
-    found = _matches(list(words))
+    # "South America" loses its direction word to the answer frame: a lone "America(s)" is a continent here
+    found = list(_matches(list(words))) + [
+        ("continent", "AM", i, i + 1) for i, w in enumerate(words) if w in ("america", "americas")]
+    if sum(e - s for _, _, s, e in found) < len(words):
+        return False
+    if _NOT_A_CONTINENT.search(q):
+        return all(kind == "continent" for kind, _, _, _ in found)
     # a country can be a city ("Monaco", "Singapore"), a continent cannot
-    return sum(e - s for _, _, s, e in found) == len(words) and (
-        "currency" in q or any(kind == "continent" for kind, _, _, _ in found))
+    return bool(_FINER.search(q)) and ("currency" in q or any(kind == "continent" for kind, _, _, _ in found))
 
 
 # ---------------------------------------------------------------- choice questions
@@ -222,6 +261,10 @@ _SIBLINGS = {"more": "most", "less": "least", "first": "earlier earliest before"
              "later": "latest after last", "last": "later latest after", "fewer": "fewest less least"}
 
 
+_LEAD = re.compile(r"(?i:who|which|what|whose|is|are|was|were|did|does|do)\b.*?\s(?=(?:[A-Z][\w'’.!-]*\s+)*"
+                   r"[A-Z][\w'’.!-]*$)")
+
+
 def choice_options(question: str | None) -> tuple[list[tuple[str, ...]], set[str]] | None:
     """The two options of a choice question (token tuples) and the predicate words an answer must say to pick
     one; None for other questions."""
@@ -231,11 +274,14 @@ def choice_options(question: str | None) -> tuple[list[tuple[str, ...]], set[str
         parts = re.split(r"\s+or\s+", clause.strip())
         if len(parts) != 2:
             continue
+        lead = _LEAD.match(parts[0])  # no comma before the options: "Who ... longer Eric Gaffney or Pearl Jam?"
+        if lead:
+            parts[0] = parts[0][lead.end():]
         opts = [tuple(t for t in tokens(re.sub(r"^(?:the|either)\s+", "", p.strip(), flags=re.I)))
                 for p in parts]
         if not all(opts) or opts[0] == opts[1] or len(opts[0]) > 8 or len(opts[1]) > 8:
             continue
-        rest = tokens(question.replace(clause, " "))
+        rest = tokens(question.replace(clause, " ") + " " + (lead.group() if lead else ""))
         comp = [m.group(1) for m in _COMPARATIVE.finditer(" ".join(rest))
                 if m.group(1) not in ENGLISH_STOP_WORDS - {"more", "most", "less", "first", "last", "before",
                                                            "after", "fewer", "further"}]
@@ -249,11 +295,16 @@ def choice_options(question: str | None) -> tuple[list[tuple[str, ...]], set[str
     return None
 
 
+_ANSWER_IS = re.compile(
+    r"^(?:the\s+)?answer(?:\s+to\s+(?:this|the|your)\s+question)?(?:\s+is)?\s*[:\-–—]?\s*", re.I)
+
+
 def picked_option(text: str, options: list[tuple[str, ...]], predicate: set[str]) -> int | None:
     """Index of the option ``text`` picks (the one it names first), or None when it names neither option or
     does not say the predicate (a description of one option is no pick, rule 13)."""
-    head = re.split(r"\s*(?:[.!;:](?:\s|$)| [-–—] )", text.strip(), maxsplit=1)[0]
-    head = tuple(tokens(re.sub(r"^(?:the|answer(?: is)?)\b\W*", "", head, flags=re.I)))
+    text = _ANSWER_IS.sub("", text.strip())  # "The answer to this question is: Bo Li."
+    head = re.split(r"\s*(?:[.!;:](?:\s|$)| [-–—] )", text, maxsplit=1)[0]
+    head = tuple(tokens(re.sub(r"^(?:the)\b\W*", "", head, flags=re.I)))
     if head in options:  # a bare name as the answer ("Bo Li." / "Bo Li - the elder one")
         return options.index(head)
     toks = tokens(text)
@@ -331,3 +382,11 @@ def uncut(text: str) -> str:
     else:
         keep = bool(re.search(r"[,;:]$|^[0-9]{3,}$|^[A-Z][a-z]?$", last)) or ends_with_place(text)
     return " ".join(words if keep else words[:-1]) + "…"
+
+
+def uncut_pair(a: str, b: str) -> str:
+    """`uncut` ``a``, except that a number it ends with stays when ``b`` states that number ("... the atomic
+    number of 4" / "... atomic number is 4."): then ``a`` is marked complete with a final period."""
+    last = a.split()[-1] if a.split() else ""
+    cut = uncut(a)
+    return a + "." if cut != a and last.isdigit() and last in numbers_in(b) else cut

@@ -14,7 +14,9 @@ located in", "was born in", "was written by") are removed, and numbers are read 
 
 Before the spans, `elical.judges.slots` decides what fills the asked slot where it can: the option a choice
 question's answer picks, the first country / continent / US state a typed question's answer names (demonyms
-included: "French" is France); a text cut off by the token limit loses its last, maybe partial, word (`uncut`).
+included: "French" is France); `elical.judges.names` then reads the organization a "who produces X?" answer
+names, a region two answers to a typed question both name, and the issuer of a currency; a text cut off by the
+token limit loses its last, maybe partial, word (`uncut`).
 An answer with nothing beyond the question (an echo, "I don't know", empty) matches nothing, and an alias made
 only of question words cannot make an answer correct ("Mexico" for "What is the capital of Mexico?"). A question
 shown with lettered choices (MMLU in the QA layout, lines "A. ...") is judged by the one choice each answer names
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Sequence
@@ -36,7 +37,9 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from elical.judges.base import CorrectnessBase, PairJudge, check_alias_pairs, check_pairs, question_at
 from elical.judges.choices import choices_named, lettered_choices, mmlu_choice
 from elical.judges.rules import _code_in, is_code
-from elical.judges.slots import less_specific, places_only, slot_correct, slot_equivalent, uncut
+from elical.judges.names import different_issuers, same_organization, shared_region
+from elical.judges.slots import (asked_type, hedged, less_specific, places_only, question_place, slot_correct,
+                                 slot_equivalent, uncut, uncut_pair)
 from elical.judges.text import find_spans, fold, normalize_answer, numbers_in, strip_numbers, tokens
 
 __all__ = ["Span", "answer_span", "SpanEquivalenceJudge", "SpanCorrectnessJudge", "span_equivalent", "span_correct",
@@ -62,7 +65,7 @@ _FRAME_WORDS = {
 # Class nouns that describe what an answer is rather than name it ("a car made by Chevrolet", "Microsoft
 # Corporation", "a word in English"); tried as frame words
 _CLASS_NOUNS = {"word", "words", "car", "cars", "model", "company", "corporation", "corp", "inc", "manufacturer",
-                "brand", "creation", "production", "type", "kind", "element"}
+                "brand", "creation", "production", "product", "type", "kind", "element", "continent", "nation"}
 
 _STOP = frozenset(ENGLISH_STOP_WORDS)
 _FRAME = frozenset((ENGLISH_STOP_WORDS - _CONTENT) | _FRAME_WORDS | _CLASS_NOUNS) - {"yes", "no"}
@@ -157,13 +160,13 @@ def answer_span(text: str, question: str | None = None, keep_stop_words: bool = 
     drop = terms.drop if keep_stop_words else terms.drop | _FRAME
     cased = _POSSESSIVE.sub("", text)
     toks = _delete_phrases(normalize_answer(strip_numbers(cased)).split(), terms.names)
-    # an answer's name that adds a word to a question word is a new name: "Panama City" (of Panama) stays whole
-    kept = set()
-    for m in (m for sentence in re.split(r"(?<=[.!?;:])\s+", cased) for m in _NAME_RUN.finditer(sentence)):
-        run = tuple(normalize_answer(strip_numbers(m.group())).split())
-        if any(t in terms.drop for t in run) and any(t not in terms.drop and t not in _STOP for t in run):
-            for start, end in find_spans(run, toks):
-                kept.update(range(start, end))
+    # an answer's name that adds a word to a question word is a new name: "Panama City" (of Panama) stays whole,
+    # unless it is another name of a place the question names ("Republic of Uganda" for "... of Uganda?")
+    runs = [tuple(normalize_answer(strip_numbers(m.group())).split())
+            for sentence in re.split(r"(?<=[.!?;:])\s+", cased) for m in _NAME_RUN.finditer(sentence)]
+    runs = [r for r in runs if any(t in terms.drop for t in r) and any(t not in terms.drop | _STOP for t in r)]
+    toks = _delete_phrases(toks, [r for r in runs if question_place(r, question)])
+    kept = {i for r in runs if not question_place(r, question) for s, e in find_spans(r, toks) for i in range(s, e)}
     return Span(tuple(t for i, t in enumerate(toks) if (i in kept and t not in _STOP) or t not in drop),
                 frozenset(numbers_in(text) - terms.numbers))
 
@@ -198,19 +201,6 @@ def _covered(short: Sequence[str], long_: Sequence[str]) -> bool:
     return all(any(_stem_match(w, v) for v in long_) for w in short)
 
 
-def _hedged(text: str, words: Sequence[str]) -> bool:
-    """``words`` occur in ``text`` coordinated with another name ("Pakistan and northern India", "Europe or
-    Africa"): a list of candidates is not one answer."""
-    if not words:
-        return False
-    phrase = r"\W+".join(re.escape(w) for w in words)
-    other = r"[A-Z][\w'’-]+"
-    pattern = (rf"{other}\s*,?\s+(?:and|or)\s+(?:\w+\s+)?(?i:{phrase})\b"
-               rf"|\b(?i:{phrase})\s*,?\s+(?:and|or)\s+(?:the\s+)?{other}")
-    folded = "".join(ch for ch in unicodedata.normalize("NFKD", text) if unicodedata.category(ch) != "Mn")
-    return re.search(pattern, folded) is not None
-
-
 def _months(text: str) -> set[str]:
     return set(tokens(text)) & _MONTHS
 
@@ -237,8 +227,12 @@ def span_equivalent(a: str, b: str, question: str | None = None, fuzzy_cut: floa
         return int(ca is not None and ca == cb)
     if _is_non_answer(a) or _is_non_answer(b):
         return 0
-    a, b = uncut(a), uncut(b)
+    a, b = uncut_pair(a, b), uncut_pair(b, a)
     slot = slot_equivalent(a, b, question)
+    if slot is None:  # the agent of "who produces X?"; a region both name for a typed question; a currency's issuer
+        slot = same_organization(a, b, question) or shared_region(a, b, question, asked_type(question))
+    if slot is None:
+        slot = different_issuers(a, b, question)
     if slot is not None:
         return slot
     sa, sb = answer_span(a, question), answer_span(b, question)
@@ -260,7 +254,8 @@ def span_equivalent(a: str, b: str, question: str | None = None, fuzzy_cut: floa
         return 1
     short, long_ = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
     if find_spans(short, long_) or _covered(short, long_) or _fuzzy(wa, wb, fuzzy_cut):
-        return int(not _hedged(a if long_ is wa else b, short) and not less_specific(short, long_, question))
+        long_text = a if long_ is wa else b
+        return int(not hedged(long_text, short) and not less_specific(short, long_, question, long_text))
     return None
 
 
@@ -301,7 +296,7 @@ def span_correct(response: str, alias: str, question: str | None = None, fuzzy_c
     n = len(words)
     found = bool(find_spans(words, resp)) or (n == 1 and _covered(words, resp)) or \
         any(_fuzzy(words, resp[i:i + n], fuzzy_cut) for i in range(len(resp) - n + 1))
-    return found and not _hedged(response, tokens(alias))
+    return found and not hedged(response, tokens(alias))
 
 
 class SpanEquivalenceJudge(PairJudge):
