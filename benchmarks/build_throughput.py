@@ -76,7 +76,7 @@ def main() -> None:
     ap.add_argument("--n-questions", type=int, default=32)
     ap.add_argument("--n-samples", type=int, default=20)
     ap.add_argument("--max-new-tokens", type=int, default=20)
-    ap.add_argument("--batch-size", type=int, default=16, help="prompts per builder batch")
+    ap.add_argument("--batch-size", type=int, default=32, help="prompts per builder batch (elical run's default)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
