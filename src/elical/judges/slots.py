@@ -296,7 +296,7 @@ def choice_options(question: str | None) -> tuple[list[tuple[str, ...]], set[str
 
 
 _ANSWER_IS = re.compile(
-    r"^(?:the\s+)?answer(?:\s+to\s+(?:this|the|your)\s+question)?(?:\s+is)?\s*[:\-–—]?\s*", re.I)
+    r"^(?:the\s+)?answer\b(?:\s+to\s+(?:this|the|your)\s+question)?(?:\s+is)?\s*[:\-–—]?\s*", re.I)
 
 
 def picked_option(text: str, options: list[tuple[str, ...]], predicate: set[str]) -> int | None:
