@@ -1,27 +1,27 @@
 """More sets for the EQUIVALENCE judgement (kind "greedy-sample"): dev2.jsonl, dev3.jsonl (development),
-test2.jsonl, test3.jsonl and test4.jsonl (more held-out test sets; README.md says which were later read as dev).
+test2.jsonl ... test5.jsonl (more held-out test sets; README.md says which were later read as dev).
 
-Run from the repository root (SET is dev2, the default, dev3, test2, test3 or test4):
+Run from the repository root (SET is dev2, the default, dev3, test2, test3, test4 or test5):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/judge_pairs/make_dev2.py gen \
         ../shared/data/honestybench-qa --set SET
     python benchmarks/judge_pairs/make_dev2.py draw --set SET   # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
     python benchmarks/judge_pairs/make_dev2.py merge --set SET  # SET_candidates.jsonl + SET_labels.jsonl -> SET.jsonl
 
-Each set has its own seed (SETS: dev2 random.Random(7), dev3 11, test2 13, test3 17, test4 19), used both to draw
-the questions and to draw the pairs, its share of the PLAN (dev2 and test2 the whole PLAN, 123 questions; dev3 half
-of every count, rounded up, 65 questions; test3 and test4 1.5 times every count, rounded up) and its side of the
-split; without --set the commands make dev2 exactly as before. Questions: the same PLAN of datasets, filters and
-relations for every set, NEW questions (in none of pairs.jsonl, tests/fixtures/judge_pairs.jsonl and the outputs of
-the sets before it in SETS: dev3 leaves out dev2's questions) from seven HonestyBench sets and the embedded `facts`
-set, keeping only questions that draw_pairs.part_of puts on the set's side of the split: dev for dev2 and dev3 (so
-none of their questions can ever be a test question), test for test2, test3 and test4 (each made after a round of
-dev changes and scored once with the judges frozen; nothing is chosen on them, and they are labelled without any
-judge's verdict). Generation is the same as make_candidates.py (real SmolLM2-135M-Instruct, QA prompt, greedy + 8
-samples, T=1.0, top-p 0.95, top-k 50, 24 new tokens, seed 0, batch 8). Pairs: up to 3 greedy-sample pairs per
-question chosen by text features only (shared words with the greedy answer, same last word, random), never by a
-judge's verdict; labels are by hand (GUIDELINE.md) in SET_labels.jsonl. Every pair has `part` "dev" or "test" (the
-set's side, as in pairs.jsonl) and `pair_id` "SET-NNNN".
+Each set has its own seed (SETS: dev2 random.Random(7), dev3 11, test2 13, test3 17, test4 19, test5 23), used both
+to draw the questions and to draw the pairs, its share of the PLAN (dev2 and test2 the whole PLAN, 123 questions;
+dev3 half of every count, rounded up, 65 questions; test3 and test4 1.5 times every count, rounded up; test5 twice,
+246 questions) and its side of the split; without --set the commands make dev2 exactly as before. Questions: the
+same PLAN of datasets, filters and relations for every set, NEW questions (in none of pairs.jsonl,
+tests/fixtures/judge_pairs.jsonl and the outputs of the sets before it in SETS: dev3 leaves out dev2's questions)
+from seven HonestyBench sets and the embedded `facts` set, keeping only questions that draw_pairs.part_of puts on
+the set's side of the split: dev for dev2 and dev3 (so none of their questions can ever be a test question), test
+for test2 ... test5 (each made after a round of dev changes and scored once with the judges frozen; nothing is
+chosen on them, and they are labelled without any judge's verdict). Generation is the same as make_candidates.py
+(real SmolLM2-135M-Instruct, QA prompt, greedy + 8 samples, T=1.0, top-p 0.95, top-k 50, 24 new tokens, seed 0,
+batch 8). Pairs: up to 3 greedy-sample pairs per question chosen by text features only (shared words with the greedy
+answer, same last word, random), never by a judge's verdict; labels are by hand (GUIDELINE.md) in SET_labels.jsonl.
+Every pair has `part` "dev" or "test" (the set's side, as in pairs.jsonl) and `pair_id` "SET-NNNN".
 """
 
 import argparse
@@ -38,7 +38,7 @@ from draw_pairs import jaccard, last_word, norm, part_of  # noqa: E402
 # set name -> (seed, share of every PLAN count rounded up, side of the split), in the order the sets were made; a
 # set leaves out the questions of every set before it
 SETS = {"dev2": (7, 1, "dev"), "dev3": (11, 0.5, "dev"), "test2": (13, 1, "test"), "test3": (17, 1.5, "test"),
-        "test4": (19, 1.5, "test")}
+        "test4": (19, 1.5, "test"), "test5": (23, 2, "test")}
 OLD_PAIRS = (HERE / "pairs.jsonl", HERE.parents[1] / "tests" / "fixtures" / "judge_pairs.jsonl")
 
 

@@ -6,7 +6,6 @@ by the words beyond the question (helpers of `elical.judges.span`):
   few common forms ("UK", "Holland", "South Korea") and demonyms ("French" -> France, "Japanese" -> Japan:
   GUIDELINE rule 6). The granularity is set by the question (rule 3): "East Africa" names no country, "Amsterdam,
   Netherlands" and "the Netherlands" both name the Netherlands;
-* **cut-off answers** (`uncut`): a text stopped by the token limit loses its last, maybe partial, word;
 * **choice questions** ("Who is younger, Ann Lee or Bo Li?", "Which plant, A or B, can be found ...?"): the
   option an answer picks (`choice_options`, `picked_option`, rule 13): the option it names first, provided it
   also says the question's predicate (the comparative "younger" / "youngest", or a content word of the question
@@ -22,11 +21,11 @@ from typing import Sequence
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from elical.judges.text import find_spans, numbers_in, tokens
+from elical.judges.text import find_spans, tokens
 
 __all__ = ["asked_type", "entities", "first_entity", "choice_options", "picked_option", "ends_with_place",
-           "place_words", "less_specific", "hedged", "question_place", "places_only", "uncut", "uncut_pair",
-           "slot_equivalent", "slot_correct"]
+           "place_words", "less_specific", "hedged", "question_place", "places_only", "slot_equivalent",
+           "slot_correct"]
 
 _COUNTRY_EXTRA = {
     "US": ["United States", "United States of America"], "GB": ["United Kingdom", "Great Britain", "Britain",
@@ -62,6 +61,8 @@ _CONTINENTS = {
 }
 # Read as a name before any shorter one inside it ("South Africa" is no continent, "New Mexico" no country).
 _LONGER = {"ZA": ["South Africa", "South African"], "CF": ["Central African Republic"]}
+_WATERS = ("Indian Ocean", "South China Sea", "East China Sea", "Gulf of Mexico", "Irish Sea", "English Channel",
+           "Philippine Sea", "Arabian Sea", "Norwegian Sea", "Sea of Japan", "Gulf of Thailand", "Java Sea")
 _TYPES = (("country", re.compile(r"\b(?:which|what) (?:\w+ )?(?:country|nation)\b"
                                  r"|\bcountry of (?:origin|citizenship)\b|\bcitizenship\b|\bnationality\b")),
           ("continent", re.compile(r"\bcontinent\b")),
@@ -84,6 +85,8 @@ def _table() -> tuple[dict, int]:
     for code, names in _LONGER.items():
         for n in names:
             add("country", code, n)
+    for n in _WATERS:  # no country: "the Indian Ocean" is not India
+        add("water", n, n)
     for sub in pycountry.subdivisions.get(country_code="US"):
         if sub.type == "State" or sub.name == "District of Columbia":
             add("state", sub.code[3:], sub.name)
@@ -296,7 +299,8 @@ def choice_options(question: str | None) -> tuple[list[tuple[str, ...]], set[str
 
 
 _ANSWER_IS = re.compile(
-    r"^(?:the\s+)?answer\b(?:\s+to\s+(?:this|the|your)\s+question)?(?:\s+is)?\s*[:\-–—]?\s*", re.I)
+    r"^(?:(?:the\s+)?answer\b(?:\s+to\s+(?:this|the|your)\s+question)?(?:\s+is)?\s*[:\-–—]?|[A-Z][a-z]+:)\s*",
+    re.I)  # also a one-word label: "Title: Bo Li"
 
 
 def picked_option(text: str, options: list[tuple[str, ...]], predicate: set[str]) -> int | None:
@@ -318,7 +322,11 @@ def picked_option(text: str, options: list[tuple[str, ...]], predicate: set[str]
             spans = [(i, i + 1) for i, t in enumerate(toks)
                      if t in opt and t not in other and t not in ENGLISH_STOP_WORDS and len(t) > 3]
         if spans:
-            first.append((spans[0][0], k))
+            first.append((spans[0][0], k, spans[0][1]))
+    if len(first) == 2:  # "A or B is a board game": both options joined, no pick (rule 13)
+        (_, _, e1), (s2, _, _) = sorted(first)
+        if s2 - e1 <= 1 and set(toks[e1:s2]) <= {"or", "and"}:
+            return None
     return min(first)[1] if first else None
 
 
@@ -359,34 +367,3 @@ def slot_correct(response: str, alias: str, question: str | None) -> bool | None
             if got:
                 return got == code and not hedge
     return None
-
-
-# ---------------------------------------------------------------- cut-off answers
-
-_CUT_WORDS = 12  # a text of this many words that ends without punctuation was cut off by the token limit
-
-
-def uncut(text: str) -> str:
-    """``text`` without its last word, and marked "…", when it was cut off mid-sentence (no final punctuation,
-    >= 12 words) and that word may be a fragment ("... was the 1994 World", "... in Cycl", "... was the A-",
-    "... January 2"). Kept: a word before a comma, a number of 3 digits or more, a symbol ("N", "Fe"), the end
-    of a place name ("... in the state of California")."""
-    words = text.split()
-    if len(words) < _CUT_WORDS or re.search(r"[.!?\"'’”)\]…]\s*$", text):
-        return text
-    last = words[-1]
-    if last.endswith("-"):
-        last = last.rstrip("-")
-        keep = bool(re.fullmatch(r"[0-9][0-9-]*", last))  # "2022-12-": the digits are whole
-        words[-1] = last
-    else:
-        keep = bool(re.search(r"[,;:]$|^[0-9]{3,}$|^[A-Z][a-z]?$", last)) or ends_with_place(text)
-    return " ".join(words if keep else words[:-1]) + "…"
-
-
-def uncut_pair(a: str, b: str) -> str:
-    """`uncut` ``a``, except that a number it ends with stays when ``b`` states that number ("... the atomic
-    number of 4" / "... atomic number is 4."): then ``a`` is marked complete with a final period."""
-    last = a.split()[-1] if a.split() else ""
-    cut = uncut(a)
-    return a + "." if cut != a and last.isdigit() and last in numbers_in(b) else cut

@@ -15,8 +15,11 @@ located in", "was born in", "was written by") are removed, and numbers are read 
 Before the spans, `elical.judges.slots` decides what fills the asked slot where it can: the option a choice
 question's answer picks, the first country / continent / US state a typed question's answer names (demonyms
 included: "French" is France); `elical.judges.names` then reads the organization a "who produces X?" answer
-names, a region two answers to a typed question both name, and the issuer of a currency; a text cut off by the
-token limit loses its last, maybe partial, word (`uncut`).
+names, a region two answers to a typed question both name, and the issuer of a currency (an answer to a currency
+question that names none is no answer); `elical.judges.relations` reads the class a "What is X a subclass of?"
+answer names, and finds no answer in a description of X for "What is the R of X?" ("Kazakhstan is a country in
+Central Asia." for its capital) or in the capital of another place for where a city lies; a text cut off by the
+token limit loses its last, maybe partial, word (`elical.judges.cutoff`).
 An answer with nothing beyond the question (an echo, "I don't know", empty) matches nothing, and an alias made
 only of question words cannot make an answer correct ("Mexico" for "What is the capital of Mexico?"). A question
 shown with lettered choices (MMLU in the QA layout, lines "A. ...") is judged by the one choice each answer names
@@ -28,7 +31,6 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 from typing import Sequence
 
 import numpy as np
@@ -37,10 +39,13 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from elical.judges.base import CorrectnessBase, PairJudge, check_alias_pairs, check_pairs, question_at
 from elical.judges.choices import choices_named, lettered_choices, mmlu_choice
 from elical.judges.rules import _code_in, is_code
-from elical.judges.names import different_issuers, same_organization, shared_region
+from elical.judges.names import currency_verdict, same_organization, shared_region
+from elical.judges.relations import class_verdict, describes_subject, names_another_capital
+from elical.judges.cutoff import uncut, uncut_pair
 from elical.judges.slots import (asked_type, hedged, less_specific, places_only, question_place, slot_correct,
-                                 slot_equivalent, uncut, uncut_pair)
-from elical.judges.text import find_spans, fold, normalize_answer, numbers_in, strip_numbers, tokens
+                                 slot_equivalent)
+from elical.judges.text import (covered, find_spans, fold, inflections, normalize_answer, numbers_in, same_word_form,
+                                 spelling_variant, strip_numbers, tokens)
 
 __all__ = ["Span", "answer_span", "SpanEquivalenceJudge", "SpanCorrectnessJudge", "span_equivalent", "span_correct",
            "lettered_choices"]
@@ -48,12 +53,13 @@ __all__ = ["Span", "answer_span", "SpanEquivalenceJudge", "SpanCorrectnessJudge"
 # Stop words that are also parts of names ("Bill Clinton", "Charles de Gaulle") or answers (yes/no, first/last).
 _CONTENT = {"bill", "fire", "mill", "system", "interest", "thick", "thin", "cry", "de", "con", "co", "top", "bottom",
             "side", "back", "front", "full", "empty", "call", "name", "well", "first", "last", "yes", "no", "un",
-            "inc", "ltd", "amount", "part", "detail", "find", "fill", "show", "move", "serious", "sincere", "found",
+            "inc", "ltd", "amount", "part", "detail", "find", "fill", "show", "move", "serious", "sincere",
             "mine", "third", "none", "never"}
 _FRAME_WORDS = {
     "located", "situated", "born", "died", "called", "named", "known", "founded", "established", "created",
     "written", "wrote", "directed", "produced", "composed", "performed", "played", "released", "published",
     "developed", "invented", "discovered", "designed", "built", "painted", "authored", "starred", "sung", "sang",
+    "found", "runs", "flows", "lies",  # "X is found in / runs through / lies in ..."
     "answer", "question", "correct", "think", "believe", "probably", "likely", "actually", "officially",
     "originally", "famous", "famously", "dont", "doesnt", "didnt", "isnt", "wasnt", "im", "ive", "whats", "theres",
     "s", "t", "d", "ll", "ve", "re", "m", "yes", "no",
@@ -128,7 +134,7 @@ def _question_terms(question: str | None) -> _QuestionTerms:
             claimed[start:end] = [True] * (end - start)
     standalone = {t for t, c in zip(qtokens, claimed) if not c}
     # inflections of the question's words ("incomes" asked, "income" answered) are question words too
-    standalone |= {f for t in standalone if len(t) >= 4 for f in (t + "s", t + "es", t[:-1] if t[-1] == "s" else t)}
+    standalone |= {f for t in standalone if len(t) >= 4 for f in inflections(t)}
     drop = (standalone - _options(question)) - {"yes", "no"}
     return _QuestionTerms(frozenset(drop), tuple(names), frozenset(numbers_in(question)))
 
@@ -143,7 +149,7 @@ def _delete_phrases(toks: list[str], phrases) -> list[str]:
 def _is_non_answer(text: str) -> bool:
     """A refusal, or a text that is only a question ("The capital of which country is Peru?")."""
     text = text.strip()
-    if text.endswith("?") and not re.search(r"[.!?]\s", text):
+    if text.endswith(("?", ":")) and not re.search(r"[.!?]\s", text):  # "The original cast of X was:"
         return True
     return _NON_ANSWER.search(fold(text).replace("’", "'")) is not None
 
@@ -159,7 +165,8 @@ def answer_span(text: str, question: str | None = None, keep_stop_words: bool = 
     terms = _question_terms(question)
     drop = terms.drop if keep_stop_words else terms.drop | _FRAME
     cased = _POSSESSIVE.sub("", text)
-    toks = _delete_phrases(normalize_answer(strip_numbers(cased)).split(), terms.names)
+    stutters = [name[:1] + name for name in terms.names]  # "Ivan Ivan Illich" for "Ivan Illich"
+    toks = _delete_phrases(normalize_answer(strip_numbers(cased)).split(), [*stutters, *terms.names])
     # an answer's name that adds a word to a question word is a new name: "Panama City" (of Panama) stays whole,
     # unless it is another name of a place the question names ("Republic of Uganda" for "... of Uganda?")
     runs = [tuple(normalize_answer(strip_numbers(m.group())).split())
@@ -169,36 +176,6 @@ def answer_span(text: str, question: str | None = None, keep_stop_words: bool = 
     kept = {i for r in runs if not question_place(r, question) for s, e in find_spans(r, toks) for i in range(s, e)}
     return Span(tuple(t for i, t in enumerate(toks) if (i in kept and t not in _STOP) or t not in drop),
                 frozenset(numbers_in(text) - terms.numbers))
-
-
-def _fuzzy(a: Sequence[str], b: Sequence[str], cut: float) -> bool:
-    """Spelling variants of one name ("Tchaikovsky" / "Tchaikowsky"): similar strings of >= 6 letters that
-    start alike."""
-    sa, sb = " ".join(a), " ".join(b)
-    return min(len(sa), len(sb)) >= 6 and sa[0] == sb[0] and SequenceMatcher(None, sa, sb).ratio() >= cut
-
-
-_FORM_SUFFIXES = ("n", "an", "ian", "ean", "ns", "ese", "ish", "i", "ic", "s", "es", "y")
-
-
-def _stem_match(x: str, y: str) -> bool:
-    """Forms of one name: equal; the other adds a demonym or plural ending, the shorter's final vowel dropped
-    ("japan" / "japanese", "mexico" / "mexican", "india" / "indian", "germany" / "german"; not "niger" /
-    "nigeria", "austria" / "australia"); or a code of 3 letters that begins the other ("eur" / "euro")."""
-    if x == y:
-        return True
-    short, long_ = sorted((x, y), key=len)
-    if len(short) == 3 and long_.startswith(short):
-        return True
-    if len(short) < 4:
-        return False
-    stems = [short] + ([short[:-1]] if short[-1] in "aeiouy" else [])
-    return any(long_.startswith(st) and long_[len(st):] in _FORM_SUFFIXES for st in stems)
-
-
-def _covered(short: Sequence[str], long_: Sequence[str]) -> bool:
-    """Every word of ``short`` has a form in ``long_`` (`_stem_match`)."""
-    return all(any(_stem_match(w, v) for v in long_) for w in short)
 
 
 def _months(text: str) -> set[str]:
@@ -227,12 +204,16 @@ def span_equivalent(a: str, b: str, question: str | None = None, fuzzy_cut: floa
         return int(ca is not None and ca == cb)
     if _is_non_answer(a) or _is_non_answer(b):
         return 0
+    if any(describes_subject(t, question) or names_another_capital(t, question) for t in (a, b)):
+        return 0  # "X is a country in Asia." for X's capital; "The capital of Y is Z." for where city C is
     a, b = uncut_pair(a, b), uncut_pair(b, a)
     slot = slot_equivalent(a, b, question)
     if slot is None:  # the agent of "who produces X?"; a region both name for a typed question; a currency's issuer
         slot = same_organization(a, b, question) or shared_region(a, b, question, asked_type(question))
     if slot is None:
-        slot = different_issuers(a, b, question)
+        slot = currency_verdict(a, b, question)
+    if slot is None:
+        slot = class_verdict(a, b, question)
     if slot is not None:
         return slot
     sa, sb = answer_span(a, question), answer_span(b, question)
@@ -246,14 +227,14 @@ def span_equivalent(a: str, b: str, question: str | None = None, fuzzy_cut: floa
     if ma and mb and not (ma <= mb or mb <= ma):
         return 0
     wa, wb = sa.words, sb.words
-    if verdict == "agree" and (numeric or not wa or not wb):
+    if verdict == "agree" and (numeric or (not wa and not wb)):
         return 1
-    if not wa or not wb:
+    if not wa or not wb:  # a number alone does not answer a question that asks no number ("... in 2022.")
         return 0
     if wa == wb:
         return 1
     short, long_ = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
-    if find_spans(short, long_) or _covered(short, long_) or _fuzzy(wa, wb, fuzzy_cut):
+    if find_spans(short, long_) or covered(short, long_) or spelling_variant(wa, wb, fuzzy_cut):
         long_text = a if long_ is wa else b
         return int(not hedged(long_text, short) and not less_specific(short, long_, question, long_text))
     return None
@@ -262,7 +243,7 @@ def span_equivalent(a: str, b: str, question: str | None = None, fuzzy_cut: floa
 def _short_and_apart(wa: Sequence[str], wb: Sequence[str]) -> bool:
     """Two short spans (<= 3 words) with no word form in common: mostly two different names ("wellington" /
     "auckland", cosine 0.78), so the embeddings need to agree more."""
-    return max(len(wa), len(wb)) <= 3 and not any(_stem_match(w, v) for w in wa for v in wb)
+    return max(len(wa), len(wb)) <= 3 and not any(same_word_form(w, v) for w in wa for v in wb)
 
 
 def span_correct(response: str, alias: str, question: str | None = None, fuzzy_cut: float = 0.9) -> bool:
@@ -294,8 +275,8 @@ def span_correct(response: str, alias: str, question: str | None = None, fuzzy_c
     if not words:
         return False
     n = len(words)
-    found = bool(find_spans(words, resp)) or (n == 1 and _covered(words, resp)) or \
-        any(_fuzzy(words, resp[i:i + n], fuzzy_cut) for i in range(len(resp) - n + 1))
+    found = bool(find_spans(words, resp)) or (n == 1 and covered(words, resp)) or \
+        any(spelling_variant(words, resp[i:i + n], fuzzy_cut) for i in range(len(resp) - n + 1))
     return found and not hedged(response, tokens(alias))
 
 
