@@ -79,6 +79,11 @@ if __name__ == "__main__":
         _collectives(sys.argv[2])
     else:
         _worker(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():  # no rank exits while its peer still talks to it
+        dist.barrier()
+        dist.destroy_process_group()
     sys.exit(0)
 
 
