@@ -114,7 +114,7 @@ def test_default_judges_on_the_dev_set(rows):
 NEW_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "judge_pairs" / "pairs.jsonl"
 # Measured on the test part by `python benchmarks/judge_agreement.py` (docs/benchmarks.md); a judge change that
 # loses more than 0.03 of balanced accuracy there fails this test.
-TEST_MEASURED = {DEFAULT_EQUIVALENCE: 0.904, DEFAULT_CORRECTNESS: 0.914}
+TEST_MEASURED = {DEFAULT_EQUIVALENCE: 0.903, DEFAULT_CORRECTNESS: 0.914}
 
 
 @pytest.fixture(scope="module")

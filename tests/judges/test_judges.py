@@ -919,6 +919,8 @@ def test_defaults_are_the_span_judges():
     ("Which game is a board game, Vela Quest or Roulette?", "Vela Quest is a board game.",
      'The game "Vela Quest" or Roulette is a classic card game.', 0),
     ("Which film was released more recently, Grey Owls or Blue Pebbles?", "Blue Pebbles.", "Title: Blue Pebbles", 1),
+    ("Which film came out first, Perri or Blue Sky?", "Perri: a Disney film that came out first.",
+     "Perri came out first.", 1),  # an option's own word before a colon is no label
     # "is found in" / "runs through" are answer frames: nothing beyond the question is no answer
     ("Where are the giant ferns located in Zetania?", "The giant ferns are found in Zetania.",
      "The giant ferns of Zetania are found in the Vela forest.", 0),
@@ -943,6 +945,8 @@ def test_round6_word_forms_by_hand():
     assert describes_subject("Zetania is a small country in Europe.", q)
     assert not describes_subject("Zetania is a country whose official language is Velan.", q)  # says R
     assert not describes_subject("Velan is spoken in Zetania.", q)  # X is not the subject
+    assert not describes_subject("Ann Lee is a Buddhist monk.", "What is the religion of Ann Lee?")  # answers
+    assert not describes_subject("Zetania is a city of 1.2 million people.", "What is the population of Zetania?")
 
 
 def test_names_currency_by_hand():

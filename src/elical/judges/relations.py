@@ -1,10 +1,12 @@
-"""Relation questions, "What is the R of X?" ("What is the capital of Kazakhstan?", "What was the religion of
-Ivan Illich?"): helpers of `elical.judges.span`.
+"""Relation questions, "What is the R of X?" ("What is the capital of Kazakhstan?", "What is the chemical symbol
+of iron?"): helpers of `elical.judges.span`.
 
 A small model often answers such a question by describing X instead ("Kazakhstan is a country located in Central
 Asia."): two such descriptions share their words beyond the question, yet neither names the capital. An answer
 that makes X its subject and never says the relation R is a description that avoids the asked item, no answer
-(GUIDELINE rule 5), whatever it shares with the other answer.
+(GUIDELINE rule 5), whatever it shares with the other answer. Not for relations a description can answer
+("What is the religion / occupation of X?": "X is a Buddhist monk."), nor for an answer with a number ("X is a
+city of 1.2 million people." for its population).
 
 The same holds for a typed question about a city ("In which US state is the city of Milwaukee?", "Hamilton is
 the capital of which country?") answered with the capital of some country or state that never names the city
@@ -27,6 +29,10 @@ from elical.judges.text import tokens
 
 __all__ = ["relation_question", "describes_subject", "names_another_capital", "named_class", "class_verdict"]
 
+# relations a description of X can answer ("What is the religion / occupation / nationality of X?": "X is a
+# Buddhist monk." answers); for the others (capital, chemical symbol, official language, ...) it cannot
+_PREDICATES = frozenset("religion nationality citizenship occupation profession genre sport position field type kind "
+                        "party gender species ethnicity instrument style".split())
 _QUESTION = re.compile(r"^\s*(?:what|which) (?:is|was|are|were) the ([\w -]+?) of (?:the )?(.+?)\s*\??\s*$", re.I)
 
 
@@ -37,7 +43,9 @@ def relation_question(question: str | None) -> tuple[tuple[str, ...], tuple[str,
     if not m:
         return None
     relation = tuple(w for w in tokens(m.group(1)) if len(w) >= 4)
-    return (relation, tuple(tokens(m.group(2)))) if relation else None
+    if set(relation) & _PREDICATES:
+        return None
+    return relation, tuple(tokens(m.group(2)))
 
 
 def describes_subject(text: str, question: str | None) -> bool:
@@ -45,7 +53,7 @@ def describes_subject(text: str, question: str | None) -> bool:
     with "X is / was" or "The X is / was" and no word of it begins like a relation word ("capital", "capitals",
     "capitale"; its first len - 2 letters, at least 4)."""
     asked = relation_question(question)
-    if asked is None:
+    if asked is None or re.search(r"[0-9]", text):  # "X is a city of 1.2 million people." may answer
         return False
     relation, subject = asked
     words = tokens(text)

@@ -299,14 +299,17 @@ def choice_options(question: str | None) -> tuple[list[tuple[str, ...]], set[str
 
 
 _ANSWER_IS = re.compile(
-    r"^(?:(?:the\s+)?answer\b(?:\s+to\s+(?:this|the|your)\s+question)?(?:\s+is)?\s*[:\-–—]?|[A-Z][a-z]+:)\s*",
-    re.I)  # also a one-word label: "Title: Bo Li"
+    r"^(?:the\s+)?answer\b(?:\s+to\s+(?:this|the|your)\s+question)?(?:\s+is)?\s*[:\-–—]?\s*", re.I)
+_LABEL = re.compile(r"([A-Z][a-z]+):\s*")  # "Title: Bo Li"
 
 
 def picked_option(text: str, options: list[tuple[str, ...]], predicate: set[str]) -> int | None:
     """Index of the option ``text`` picks (the one it names first), or None when it names neither option or
     does not say the predicate (a description of one option is no pick, rule 13)."""
     text = _ANSWER_IS.sub("", text.strip())  # "The answer to this question is: Bo Li."
+    label = _LABEL.match(text)
+    if label and label.group(1).casefold() not in {t for opt in options for t in opt}:  # not "Perri: a film"
+        text = text[label.end():]
     head = re.split(r"\s*(?:[.!;:](?:\s|$)| [-–—] )", text, maxsplit=1)[0]
     head = tuple(tokens(re.sub(r"^(?:the)\b\W*", "", head, flags=re.I)))
     if head in options:  # a bare name as the answer ("Bo Li." / "Bo Li - the elder one")
