@@ -157,8 +157,9 @@ def test_default_judges_on_the_test_part(new_rows, task):
 
 PAIRS_DIR = NEW_FILE.parent
 # span's balanced accuracy when each set was measured once (docs/benchmarks.md); test2 and test3 were read as dev
-# data afterwards (round 5), test4 too (round 6); test5 is the held-out measurement of the current judge
-LATER_MEASURED = {"test2": 0.899, "test3": 0.875, "test4": 0.855, "test5": 0.922}
+# data afterwards (round 5), test4 too (round 6); test5 is the held-out measurement of the current judge (0.922
+# when round 6 was frozen, 0.925 after the robustness changes that followed)
+LATER_MEASURED = {"test2": 0.899, "test3": 0.875, "test4": 0.855, "test5": 0.925}
 
 
 @pytest.mark.parametrize("name", sorted(LATER_MEASURED))

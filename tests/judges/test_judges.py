@@ -956,3 +956,10 @@ def test_names_currency_by_hand():
     assert names_currency("The Brazilian real.") and names_currency("It is the TWD.") and names_currency("hryvnias")
     assert not names_currency("It won the cup.") and not names_currency("a real change")
     assert not names_currency("The Vela Church is an Orthodox church.")
+    from elical.judges.names import currency_verdict
+
+    # only a question that asks for a currency needs one in its answers
+    assert currency_verdict("South Africa.", "Namibia.", "Which country uses the rand as its currency?") is None
+    assert currency_verdict("Ann Lee, the runner.", "Bo Li.", "Who is a famous athlete from the area that uses the "
+                            "Kenyan shilling as currency?") is None
+    assert currency_verdict("It is a church.", "The Kenyan shilling.", "What is the currency of Kenya?") == 0

@@ -25,7 +25,7 @@ import re
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from elical.judges.slots import entities
+from elical.judges.slots import asked_type, entities
 from elical.judges.text import tokens
 
 __all__ = ["organizations", "same_organization", "shared_region", "names_currency", "currency_issuer",
@@ -133,6 +133,8 @@ _CURRENCY = re.compile(rf"({_RUN})\s+(?i:({_UNIT}))\b")
 _AMBIGUOUS_UNITS = frozenset("day gold mark real sol sum won colon dram kina oro udi previsional fomento".split())
 _AMBIGUOUS = re.compile(r"\b(?!(?:It|He|She|They|We|I|You|This|That|Who|Which|There)\b)[A-Z][\w'’-]*\s+"
                         r"(?i:marks?|reals?|won|sols?|sum|colons?|drams?|kinas?)\b")
+_ASKS_CURRENCY = re.compile(r"\b(?:(?:what|which) (?:is |was )?(?:the )?(?:\w+ )?currency|currency (?:of|is|was|used|in|"
+                            r"where|that|for))\b", re.I)
 _OLD_UNITS = frozenset("yuan shekel kroner kronor rouble lev lats litas drachma peseta schilling markka punt".split())
 
 
@@ -171,8 +173,8 @@ def currency_verdict(a: str, b: str, question: str | None) -> int | None:
     """For a question that asks a currency: 0 when an answer names no currency (no answer, GUIDELINE rule 5) or
     the two name currencies of two different countries; 1 when both name the same country's same unit ("the
     Taiwanese dollar (TWD)" / "the Taiwanese dollar (KMT)"); None otherwise."""
-    if not question or "currency" not in question.casefold():
-        return None
+    if not question or not _ASKS_CURRENCY.search(question) or asked_type(question):
+        return None  # not "Which country uses the rand as its currency?"
     if not names_currency(a) or not names_currency(b):
         return 0
     ia, ib = currency_issuer(a), currency_issuer(b)

@@ -59,9 +59,8 @@ def describes_subject(text: str, question: str | None) -> bool:
     words = tokens(text)
     if any(w.startswith(r[:max(4, len(r) - 2)]) for r in relation for w in words):
         return False
-    n = len(subject)
-    start = words[1:n + 2] if words[:1] == ["the"] else words[:n + 1]
-    return len(start) == n + 1 and tuple(start[:n]) == subject and start[n] in ("is", "was")
+    n = len(subject)  # `tokens` drops articles: "The X is" starts like "X is"
+    return len(words) > n and tuple(words[:n]) == subject and words[n] in ("is", "was")
 
 
 _CAPITAL = re.compile(r"^\s*(?:in \d+,?\s+)?(?:the\s+)?capital(?:\s+city)?\s+of\b", re.I)
