@@ -2,7 +2,6 @@
 
 import json
 import pickle
-import time
 
 import numpy as np
 import pytest
@@ -329,11 +328,10 @@ def test_other_errors(pool):
 
 
 @pytest.mark.slow
-def test_fit_100k_by_576_is_fast():
+def test_fit_100k_by_576():
+    """A large fit converges; its speed is benchmarks/head_training.py's (docs/benchmarks.md), not a timed test."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((100_000, 576), dtype=np.float32)
     y = sigmoid(X @ (rng.standard_normal(576) / 12)).astype(np.float32)
-    start = time.perf_counter()
     head = ProbeHead(batch_size=1024).fit(X, y)
-    assert time.perf_counter() - start < 60
     assert head.best_val_loss_ < 0.01
