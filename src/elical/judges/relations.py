@@ -38,7 +38,8 @@ _QUESTION = re.compile(r"^\s*(?:what|which) (?:is|was|are|were) the ([\w -]+?) o
 
 @functools.lru_cache(maxsize=4096)
 def relation_question(question: str | None) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """(relation words of >= 4 letters, subject tokens) of a "What is the R of X?" question, else None."""
+    """(relation words of >= 4 letters, subject tokens) of a "What is the R of X?" question whose R a description
+    of X cannot answer (not religion, occupation, ...: `_PREDICATES`), else None."""
     m = _QUESTION.match(question or "")
     if not m:
         return None
