@@ -12,71 +12,16 @@ from __future__ import annotations
 import json
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
+from elical.jobs.config import PRESETS, RESUME_FREE_FIELDS, RunConfig
 from elical.records import InputError, write_json_atomic
 
-__all__ = ["RunConfig", "PRESETS", "check_run_dir", "prepare_run_dir", "run"]
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Configuration of one run. Sizes are numbers of questions; ``k_values`` numbers of labelled questions."""
-
-    preset: str = "default"
-    model: str = "smollm2-135m-instruct"
-    datasets: tuple[str, ...] = ("facts",)
-    data_dir: str | None = None
-    mmlu_dir: str | None = None  # for the dataset "mmlu" (the unseen task; evaluation only)
-    # datasets in no group (elical.data.groups) that may feed the training pool; None: in-domain ones only
-    pool_datasets: tuple[str, ...] | None = None
-    n_train: int = 600
-    n_eval: int = 300
-    n_samples: int = 5
-    max_new_tokens: int = 20
-    batch_size: int = 32  # questions per generation batch: answers do not depend on it
-    backend: str = "transformers"
-    base_url: str | None = None
-    api_key_env: str | None = None
-    tensor_parallel_size: int | None = None  # vllm backend: GPUs per model copy (vllm.LLM's tensor_parallel_size)
-    vllm_args: tuple[str, ...] = ()  # vllm backend: "key=value" options of vllm.LLM (--vllm-arg)
-    k_values: tuple[int, ...] = (16, 64, 256)
-    head: str = "linear"
-    target: str = "sample-accuracy"  # label target of every label-using method (elical.heads.labeling.TARGETS)
-    layer: int = -1  # the primary heads' layer (index into output_hidden_states; -1 = final, the paper's)
-    # every layer whose heads are reported ("all": each transformer layer); None: the primary alone (elical.jobs.layers)
-    layers: tuple[int, ...] | str | None = None
-    pooling: str = "last"  # "last", "mean" or "last,mean": the feature sets beside the primary (last-token) heads
-    controls: bool = False  # shuffled labels, question embedding, another model's states (elical.jobs.controls)
-    control_model: str | None = None  # None: Gemma-3-270M when installed
-    seed: int = 0
-    device: str = "cpu"
-    semantic_model: str | None = None
-    correctness_judge: str = "span-contains"  # elical.judges.DEFAULT_CORRECTNESS
-    equivalence_judge: str = "span"  # elical.judges.DEFAULT_EQUIVALENCE
-    judge_base_url: str | None = None  # the llm judge's server (never the QA model unless judge_with_qa_model)
-    judge_with_qa_model: bool = False
-    build_dir: str | None = None
-    model_estimators: bool = True
-    # probe heads read the saved features memory-mapped, a chunk at a time (elical.heads.streaming; large pools)
-    stream_features: bool = False
-    dev_fraction: float = 0.2
-    n_bootstrap: int = 1000
-
-
-#: Fields a resumed run may change: they decide how fast, not what (answers do not depend on the batch; streamed
-#: and in-memory features train the same heads up to float rounding).
-RESUME_FREE_FIELDS = ("batch_size", "stream_features")
-
-PRESETS: dict[str, RunConfig] = {
-    "smoke": RunConfig(preset="smoke", n_train=48, n_eval=32, n_samples=3, max_new_tokens=12, k_values=(8, 24),
-                       n_bootstrap=200),
-    "default": RunConfig(),
-}
+__all__ = ["RunConfig", "PRESETS", "RESUME_FREE_FIELDS", "check_run_dir", "prepare_run_dir", "run"]
 
 
 def _versions() -> dict:
