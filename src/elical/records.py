@@ -277,11 +277,9 @@ def _strict(obj):
 
 
 def write_json_atomic(path: str | os.PathLike, obj) -> None:
-    """Write strict JSON (NaN -> null) to ``path`` through a temporary file and a rename, so a reader never sees
-    half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_strict(obj), indent=2, ensure_ascii=False, allow_nan=False, default=_json_default)
-                   + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Write strict JSON (NaN -> null) to ``path`` atomically and durably (:func:`elical.fileio.atomic_path`: a
+    temporary file, fsync, rename), so a reader never sees half a file."""
+    from elical.fileio import write_text_atomic
+
+    write_text_atomic(path, json.dumps(_strict(obj), indent=2, ensure_ascii=False, allow_nan=False,
+                                       default=_json_default) + "\n")

@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+from elical.fileio import atomic_path
 from elical.records import InputError, iter_json_lines, _json_default, greedy_text
 
 __all__ = ["RELEASED_FIELDS", "from_released", "read_honestybench", "to_released", "write_honestybench"]
@@ -173,13 +174,9 @@ def to_released(record: dict) -> dict:
 def write_honestybench(path: str | os.PathLike, records: Iterable[dict]) -> int:
     """Write records in the released layout (:func:`to_released`) to ``path`` through a temporary file and a
     rename, so a reader never sees half a file. Returns the number of lines written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     n = 0
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         for rec in records:
             fh.write(json.dumps(to_released(rec), ensure_ascii=False, allow_nan=False, default=_json_default) + "\n")
             n += 1
-    os.replace(tmp, path)
     return n

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from elical.fileio import atomic_path
 
 __all__ = ["align_by_id", "score_methods", "write_predictions"]
 
@@ -70,12 +71,9 @@ def score_methods(records: Sequence[dict], confidences: dict[str, np.ndarray], *
 def write_predictions(path: str | os.PathLike, records: Sequence[dict], confidences: dict[str, np.ndarray]) -> None:
     """Write ``predictions.jsonl`` atomically: one line per (method, record) with ``id``, ``dataset``,
     ``method``, ``confidence`` and ``greedy_correctness``."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         for method, c in confidences.items():
             for r, v in zip(records, c):
                 fh.write(json.dumps({"id": r["id"], "dataset": r.get("dataset", ""), "method": method,
                                      "confidence": float(v), "greedy_correctness": int(r["greedy_correctness"])},
                                     ensure_ascii=False) + "\n")
-    os.replace(tmp, path)

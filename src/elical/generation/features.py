@@ -15,6 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
+from elical.fileio import atomic_path
+
 __all__ = ["last_token_index", "check_layer", "extract_hidden_states", "save_features", "load_features"]
 
 
@@ -102,12 +104,9 @@ def save_features(path: str | Path, ids: Sequence[str], features: np.ndarray, me
 
     if len(ids) != features.shape[0]:
         raise ValueError(f"{len(ids)} ids for {features.shape[0]} feature rows")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file({"hidden_states": torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))}, str(tmp),
-              metadata={"ids": json.dumps(list(ids)), "meta": json.dumps(meta or {})})
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        save_file({"hidden_states": torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))}, str(tmp),
+                  metadata={"ids": json.dumps(list(ids)), "meta": json.dumps(meta or {})})
 
 
 def load_features(path: str | Path, mmap: bool = False) -> tuple[list[str], np.ndarray, dict]:

@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from elical.fileio import fsync_dir, fsync_file
+
 __all__ = ["DEFAULT_MODEL", "cache_dir", "smollm2_gguf_path", "materialize_gguf", "load_model"]
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -71,9 +73,12 @@ def materialize_gguf(target: Path, gguf_file: Callable[[Path], Path]) -> Path:
         if getattr(model.config, "tie_word_embeddings", False):
             state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared storage
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        for f in tmp.iterdir():  # durable before the directory takes its name (elical.fileio)
+            fsync_file(f)
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
+        fsync_dir(target.parent)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

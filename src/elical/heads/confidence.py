@@ -39,6 +39,7 @@ from typing import Sequence
 
 import numpy as np
 
+from elical.fileio import write_text_atomic
 from elical.generation.base import QA_INSTRUCTION, build_prompt
 from elical.records import InputError
 
@@ -60,12 +61,9 @@ def write_model_json(directory, model: str, layer: int = -1, instruction: str = 
     if pooling not in _TOKENS:
         raise ValueError(f"pooling must be one of {sorted(_TOKENS)}, got {pooling!r}")
     path = Path(directory) / MODEL_JSON
-    path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": _MODEL_FORMAT, "format_version": 1, "model": str(model), "layer": int(layer),
             "instruction": instruction, "pooling": pooling, "token": _TOKENS[pooling]}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(meta, indent=2) + "\n")
     return path
 
 

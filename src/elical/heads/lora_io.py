@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from elical.fileio import atomic_path, write_text_atomic
 from elical.generation.models import load_model
 from elical.heads.distributed import replicas
 from elical.heads.lora_config import _FORMAT, _FORMAT_VERSION, _PEFT_PREFIX, LoRAConfig, _rng_devices
@@ -47,10 +47,9 @@ def save_lora_head(head, directory) -> None:
     peft_cfg.base_model_name_or_path = head.base_model
     peft_cfg.save_pretrained(str(directory))
     for name, part in (("adapter_model.safetensors", adapter), ("head.safetensors", tensors)):
-        save_file(part, str(directory / (name + ".tmp")), metadata={"format": "pt"})
-        os.replace(directory / (name + ".tmp"), directory / name)
-    (directory / "head.json.tmp").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    os.replace(directory / "head.json.tmp", directory / "head.json")
+        with atomic_path(directory / name) as tmp:
+            save_file(part, str(tmp), metadata={"format": "pt"})
+    write_text_atomic(directory / "head.json", json.dumps(meta, indent=2) + "\n")
 
 
 def load_lora_head(cls, directory, model=None, device: str = "cpu"):

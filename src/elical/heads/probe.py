@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator
 
+from elical.fileio import atomic_path, write_text_atomic
 from elical.heads.streaming import FeatureFile, check_features, feature_scaler, iter_batches, map_chunks
 from elical.heads.validation import MIN_SAMPLES_FOR_VALIDATION, _check_y, holdout_split
 
@@ -378,11 +378,9 @@ class ProbeHead(BaseEstimator):
                        "best_val_loss_": self.best_val_loss_,
                        "history_": [list(row) for row in self.history_]},
         }
-        tmp_weights, tmp_json = directory / "head.safetensors.tmp", directory / "head.json.tmp"
-        save_file(tensors, str(tmp_weights), metadata={"format": "pt"})
-        tmp_json.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp_weights, directory / "head.safetensors")
-        os.replace(tmp_json, directory / "head.json")
+        with atomic_path(directory / "head.safetensors") as tmp:
+            save_file(tensors, str(tmp), metadata={"format": "pt"})
+        write_text_atomic(directory / "head.json", json.dumps(meta, indent=2) + "\n")
 
     @classmethod
     def load(cls, directory) -> ProbeHead:

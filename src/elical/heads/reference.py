@@ -25,12 +25,12 @@ Linear layer, plus :data:`EXPORT_JSON` (base model, layer, prompt format).
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 
+from elical.fileio import atomic_path
 from elical.generation.base import QA_INSTRUCTION
 from elical.records import InputError
 
@@ -351,8 +351,8 @@ def export_head(head_dir, output_dir) -> Path:
         (output_dir / "lora").mkdir()
         (output_dir / "lora" / "adapter_config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
         save_file(adapter, str(output_dir / "lora" / "adapter_model.safetensors"), metadata={"format": "pt"})
-    torch.save(tensors_out, output_dir / (head_file + ".tmp"))
-    os.replace(output_dir / (head_file + ".tmp"), output_dir / head_file)
+    with atomic_path(output_dir / head_file) as tmp:
+        torch.save(tensors_out, tmp)
     info = {"format": _EXPORT_FORMAT, "format_version": 1, "base_model": base, "layer": layer,
             "instruction": instruction, "prompt": "the base model's chat template around the instruction (user turn, "
             "generation prompt added); no further special tokens", "token": "last real prompt token",

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Sequence
 
+from elical.fileio import write_text_atomic
 from elical.records import InputError, read_records
 
 __all__ = ["BuildConfig", "Unit", "load_config", "parse_shard", "plan_units", "shard_part", "build", "register"]
@@ -235,10 +236,7 @@ def build(cfg: BuildConfig, out: str | Path, shard: tuple[int, int] | None = Non
     # before anything is written: a prompt longer than the model's context fails here, naming file and line
     check_prompt_lengths([q for t in todo for q in t[1]], tokenizer, model, cfg.max_new_tokens)
     if not (out / CONFIG_FILE).exists():  # shards started together write the same content: either rename wins
-        out.mkdir(parents=True, exist_ok=True)
-        tmp = out / f"{CONFIG_FILE}.tmp{os.getpid()}"
-        tmp.write_text(json.dumps(_config_dict(cfg), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, out / CONFIG_FILE)
+        write_text_atomic(out / CONFIG_FILE, json.dumps(_config_dict(cfg), indent=2) + "\n")
     import numpy as np
 
     from elical.jobs.annotate import Annotator, annotate

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from elical.fileio import write_text_atomic
 from elical.records import InputError, read_records, write_json_atomic
 
 __all__ = ["register", "evaluate_run", "record_estimates", "model_estimates"]
@@ -280,7 +280,5 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
 
     title = f"{', '.join(datasets)}: {len(records)} eval questions"
     table = "\n".join(format_table(_complete(t), title if g == "all" else g) for g, t in merged.items())
-    tmp = run_dir / "table.md.tmp"
-    tmp.write_text(table, encoding="utf-8")
-    os.replace(tmp, run_dir / "table.md")
+    write_text_atomic(run_dir / "table.md", table)
     return results

@@ -4,9 +4,9 @@ HonestyBench layout (see :mod:`elical.jobs.build` and ``docs/build.md``)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from elical.fileio import write_text_atomic
 from elical.jobs.build import _SHARD_RE, Unit, _records_done, _some, load_config, plan_units
 from elical.records import InputError, read_records
 
@@ -40,9 +40,7 @@ def merge(build_dir: str | Path, log=print) -> dict:
     jobs = [job for u in plan_units(load_config(root), log=lambda *_: None) if (job := _merge_job(u, root))]
     for u, ids, n, lines in jobs:
         target = u.records_path(root)
-        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-        tmp.write_text("".join(lines[r] + "\n" for r in ids), encoding="utf-8")
-        os.replace(tmp, target)
+        write_text_atomic(target, "".join(lines[r] + "\n" for r in ids))
         log(f"merged {len(ids)} records into {target}")
         _merge_features(u, ids, root, n, log)
     if not jobs:

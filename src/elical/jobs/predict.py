@@ -14,8 +14,9 @@ HEAD_DIR is a head directory of ``elical run`` or of ``elical export-head``; ins
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from elical.fileio import write_text_atomic
 
 __all__ = ["register", "read_questions", "predict_file"]
 
@@ -93,23 +94,13 @@ def predict_file(head_dir, input_path, output_path, *, model=None, device: str =
     else:
         cm = ConfidenceModel.load(head_dir, model=model, device=device, batch_size=batch_size)
     confidence = cm.predict([q["question"] for q in questions])
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output_path.with_name(f".{output_path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for q, c in zip(questions, confidence):
-            fh.write(json.dumps({"id": q["id"], "question": q["question"], "method": cm.method,
-                                 "confidence": float(c)}, ensure_ascii=False) + "\n")
+    text = "".join(json.dumps({"id": q["id"], "question": q["question"], "method": cm.method,
+                               "confidence": float(c)}, ensure_ascii=False) + "\n"
+                   for q, c in zip(questions, confidence))
     try:
-        os.link(tmp, output_path)  # fails if the output appeared meanwhile: never overwrite
+        write_text_atomic(output_path, text, overwrite=False)  # never overwrite, even a file that appeared meanwhile
     except FileExistsError:
         raise InputError(output_path, None, None, "already exists; refusing to overwrite") from None
-    except OSError:  # no hard links on this file system: check, then rename
-        if output_path.exists():
-            raise InputError(output_path, None, None, "already exists; refusing to overwrite") from None
-        os.replace(tmp, output_path)
-        return len(questions)
-    finally:
-        tmp.unlink(missing_ok=True)
     return len(questions)
 
 

@@ -297,9 +297,9 @@ def write_sweep(result: dict, json_path, csv_path=None) -> None:
     write_json_atomic(json_path, json_safe(result))
     if csv_path is None:
         return
-    csv_path = Path(csv_path)
-    tmp = csv_path.with_name(csv_path.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
+    from elical.fileio import atomic_path
+
+    with atomic_path(csv_path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["method", "selection", "k", "label_fraction", "n_seeds"]
                    + [f"{m}_{s}" for m in METRICS for s in ("mean", "std")])
@@ -307,7 +307,6 @@ def write_sweep(result: dict, json_path, csv_path=None) -> None:
             w.writerow([row["method"], row["selection"] or "", row["k"], f"{row['label_fraction']:.6g}",
                         row["n_seeds"]] + ["" if row[s][m] is None else f"{row[s][m]:.6g}"
                                            for m in METRICS for s in ("mean", "std")])
-    tmp.replace(csv_path)
 
 
 def _cell(row: dict, metric: str) -> str:

@@ -28,6 +28,7 @@ import json
 import math
 from pathlib import Path
 
+from elical.fileio import write_bytes_atomic
 from elical.report.plots import (GROUP_TITLES, METRICS, bar_figures, metric_vs_k_figure, parse_method, reliability_figures, slug,
                     vs_k_selections)
 from elical.records import InputError, iter_json_lines
@@ -242,10 +243,7 @@ def _html(results: dict, sections, figures: list[tuple[str, str, bytes, str]]) -
 
 # ---------------------------------------------------------------------------------------------------- main
 def _write(path: Path, data: bytes | str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-    tmp.replace(path)
+    write_bytes_atomic(path, data.encode("utf-8") if isinstance(data, str) else data)
 
 
 def build_report(run_dir, output=None) -> Path:

@@ -16,6 +16,7 @@ import json
 import math
 from pathlib import Path
 
+from elical.fileio import write_bytes_atomic
 from elical.records import InputError
 
 __all__ = ["study_figures", "build_study_report", "markdown_to_html"]
@@ -166,9 +167,5 @@ def build_study_report(study_dir, output=None) -> Path:
             + markdown_to_html(md) + "<h2>Figures</h2>" + imgs + "</body></html>")
     files = {**{f"figures/{n}": d for n, d in figures.items()}, "study.md": md, "index.html": page}
     for rel, data in files.items():
-        target = out / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-        tmp.replace(target)
+        write_bytes_atomic(out / rel, data.encode("utf-8") if isinstance(data, str) else data)
     return out

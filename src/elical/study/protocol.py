@@ -16,12 +16,12 @@ well, on the same nested label sets, named ``Eli-Only [L8]``, ``EliCal(64) [L15 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from elical.fileio import atomic_path
 from elical.records import InputError
 
 __all__ = ["StudyInputs", "load_inputs", "label_sets_for", "fit_part", "fit_elicitation", "part_path",
@@ -120,11 +120,9 @@ def part_path(study_dir, name: str) -> Path:
 
 def write_part(path: Path, ids: list[str], confidences: dict[str, np.ndarray], meta: dict) -> None:
     """Atomically write one part: the evaluation ids, each method's confidences (float64) and a JSON ``meta``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.npz")
     arrays = {name: np.asarray(c, dtype=np.float64) for name, c in confidences.items()}
-    np.savez(tmp, **{_IDS: np.array(ids), "__meta__": np.array(json.dumps(meta)), **arrays})
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:  # a file object: np.savez would add ".npz" to a name
+        np.savez(fh, **{_IDS: np.array(ids), "__meta__": np.array(json.dumps(meta)), **arrays})
 
 
 def read_part(path: Path) -> tuple[list[str], dict[str, np.ndarray], dict]:
