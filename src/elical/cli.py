@@ -16,7 +16,7 @@ __all__ = ["main"]
 # Each of these modules defines ``register(subparsers)``, which adds its subcommand with
 # ``set_defaults(handler=...)``; the handler takes the parsed args and returns an exit code. Keep their top-level
 # imports light: every ``elical`` call imports them.
-_SUBCOMMAND_MODULES: tuple[str, ...] = ("jobs.build", "jobs.merge", "jobs.judge", "jobs.evaluate", "report.page", "jobs.sweep", "jobs.predict",
+_SUBCOMMAND_MODULES: tuple[str, ...] = ("jobs.build", "jobs.merge", "jobs.judge", "jobs.evaluate", "report", "jobs.sweep", "jobs.predict",
                                          "generation.serve", "study.command", "jobs.export")
 
 
@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", action="store_true", help="continue an existing run directory with the same config")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     for module in _SUBCOMMAND_MODULES:
+        if module == "report":
+            _register_report(sub)
+            continue
         try:
             mod = importlib.import_module(f"elical.{module}")
         except ModuleNotFoundError as exc:
@@ -39,6 +42,32 @@ def _parser() -> argparse.ArgumentParser:
             continue
         mod.register(sub)
     return p
+
+
+def _report(args) -> int:
+    # here, on top, because it reads both kinds of directory: report (a run) must not import study (above it)
+    from pathlib import Path
+
+    if (Path(args.run_dir) / "study.json").is_file():  # an `elical study` directory: the study's own page
+        from elical.study.page import build_study_report
+
+        out = build_study_report(args.run_dir, args.output)
+    else:
+        from elical.report.page import build_report
+
+        out = build_report(args.run_dir, args.output)
+    print(f"report written to {out / 'index.html'}")
+    return 0
+
+
+def _register_report(subparsers) -> None:
+    """``elical report RUN_DIR [--output DIR]``: the page of a run (elical.report.page) or of a study
+    (elical.study.page)."""
+    p = subparsers.add_parser("report", help="tables, figures and an offline HTML page from a run directory")
+    p.add_argument("run_dir", help="a finished `elical run` directory (results.json, predictions.jsonl), or an "
+                   "`elical study` directory (study.json)")
+    p.add_argument("--output", help="where to write the report (default: RUN_DIR/report)")
+    p.set_defaults(handler=_report)
 
 
 def _config_from_args(args):

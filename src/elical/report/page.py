@@ -33,7 +33,7 @@ from elical.report.plots import (GROUP_TITLES, METRICS, bar_figures, metric_vs_k
                     vs_k_selections)
 from elical.records import InputError, iter_json_lines
 
-__all__ = ["register", "build_report", "load_run", "parse_method", "aggregates", "reliability_tables"]
+__all__ = ["build_report", "load_run", "parse_method", "aggregates", "reliability_tables"]
 _REQUIRED = ("auroc", "ece", "brier", "alignment")  # what every results.json metrics dict has
 
 
@@ -297,23 +297,3 @@ def build_report(run_dir, output=None) -> Path:
         if f"figures/{stale.name}" not in files:
             stale.unlink()
     return out
-
-
-def _handler(args) -> int:
-    if (Path(args.run_dir) / "study.json").is_file():  # an `elical study` directory: the study's own page
-        from elical.study.page import build_study_report
-
-        out = build_study_report(args.run_dir, args.output)
-    else:
-        out = build_report(args.run_dir, args.output)
-    print(f"report written to {out / 'index.html'}")
-    return 0
-
-
-def register(subparsers) -> None:
-    """Add ``elical report RUN_DIR [--output DIR]`` to the ``elical`` command line."""
-    p = subparsers.add_parser("report", help="tables, figures and an offline HTML page from a run directory")
-    p.add_argument("run_dir", help="a finished `elical run` directory (results.json, predictions.jsonl), or an "
-                   "`elical study` directory (study.json)")
-    p.add_argument("--output", help="where to write the report (default: RUN_DIR/report)")
-    p.set_defaults(handler=_handler)
