@@ -7,16 +7,14 @@ labelled questions, and Cal-Only(k) from scratch on the same k. Probe heads read
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator
-
-import numpy as np
+from typing import Callable
 
 from elical.heads.lora import LoRAHead
 from elical.heads.lora_config import LoRAConfig
 from elical.heads.probe import ProbeHead
 
 __all__ = ["fit_eli_only", "fit_elical", "fit_cal_only", "fit_lora_eli_only", "fit_lora_elical", "fit_lora_cal_only",
-           "HeadStages", "probe_stages", "lora_stages", "fit_budget"]
+           "HeadStages", "probe_stages", "lora_stages"]
 
 
 def fit_eli_only(X_pool, self_consistency, *, random_state=0, **head_params) -> ProbeHead:
@@ -142,30 +140,3 @@ def lora_stages(*, model, tokenizer, base_model: str | None = None, random_state
         lambda X, y: fit_lora_cal_only(model, tokenizer, X, y, config=cfg, base_model=base_model),
         lambda eli, X, y: fit_lora_elical(eli, X, y))
 
-
-def fit_budget(stages: HeadStages, X_pool, y_labels, label_sets: dict[int, np.ndarray], eli, *,
-               include_all: bool = True, cache: dict | None = None) -> Iterator[tuple[str, int, object]]:
-    """The annotation-budget loop: for each k, Cal-Only(k) and EliCal(k) on the same labelled questions.
-
-    X_pool : the pool's inputs (see :class:`HeadStages`); y_labels : ndarray of shape (n_pool,), the label target
-    of every pool question (only the labelled rows are read); label_sets : {k: sorted pool indices}, nested;
-    eli : the fitted stage-1 head. Yields ``(method, k, head)`` with method "Cal-Only" / "EliCal", then
-    ("Cal-Only", n_pool, head) on the whole pool when ``include_all`` and n_pool is not among the k. ``cache``
-    (a dict kept by the caller) reuses the heads of an equal labelled set (heads see the set, not the order).
-    """
-    n_pool = len(y_labels)
-    cache = {} if cache is None else cache
-    plan = list(label_sets.items())
-    if include_all and n_pool not in label_sets:
-        plan.append((n_pool, None))
-    for k, idx in plan:
-        if idx is None:
-            yield "Cal-Only", k, stages.cal_only(X_pool, y_labels)
-            continue
-        key = tuple(np.asarray(idx).tolist())
-        if key not in cache:
-            X_k, y_k = stages.take(X_pool, idx), y_labels[idx]
-            cache[key] = (stages.cal_only(X_k, y_k), stages.elical(eli, X_k, y_k))
-        cal, elical = cache[key]
-        yield "Cal-Only", k, cal
-        yield "EliCal", k, elical

@@ -36,14 +36,13 @@ def tag_slug(tag: str) -> str:
 
 
 def label_sets(n_pool: int, cfg) -> dict[int, np.ndarray]:
-    """The k labelled questions for every k of ``cfg.k_values``: the first k of one seeded permutation of the pool
-    (nested subsets, sorted pool indices), shared by Cal-Only(k), EliCal(k), the calibrated baselines and every
-    tagged feature set and control."""
+    """The k labelled questions for every k of ``cfg.k_values``: :func:`elical.heads.protocol.label_sets` of one
+    seeded permutation of the pool (``random_label_order(n_pool, cfg.seed)``), shared by Cal-Only(k), EliCal(k),
+    the calibrated baselines and every tagged feature set and control."""
     from elical.heads.labeling import random_label_order
+    from elical.heads.protocol import label_sets as first_k
 
-    order = random_label_order(n_pool, cfg.seed)
-    # sorted, so that a head depends only on which questions are labelled (as in `elical sweep`)
-    return {k: np.sort(order[:k]) for k in sorted({min(k, n_pool) for k in cfg.k_values})}
+    return first_k(random_label_order(n_pool, cfg.seed), cfg.k_values)
 
 
 def shuffled_order(k: int, seed: int) -> np.ndarray:
@@ -128,7 +127,7 @@ def stage_heads(run_dir: Path, records: list[dict], feats, cfg, model=None, tok=
     """
     from elical.heads import HEADS
     from elical.heads.labeling import label_targets
-    from elical.heads.stages import fit_budget
+    from elical.heads.protocol import fit_heads, fit_labelled
     from elical.records import self_consistency
 
     pool = [r for r in records if r["split"] == "train"]
@@ -147,39 +146,36 @@ def stage_heads(run_dir: Path, records: list[dict], feats, cfg, model=None, tok=
         model_json = {"model": cfg.model, "layer": cfg.layer}
     store = HeadStore(run_dir, cfg, inputs, model, tok)
     suffix = f".{tag_slug(tag)}" if tag else ""
-    preds = {}
-
-    def keep(name: str, directory: str, head, fingerprint: str) -> None:
-        store.keep(directory + suffix, head, fingerprint, model_json)
-        preds[tagged(name, tag)] = head.predict(X_test)
-
     ids = [r["id"] for r in pool]
-    fp = head_fingerprint(tagged("Eli-Only", tag), ids, c_cons, cfg)
-    eli = store.load("eli_only" + suffix, fp) or stages.eli_only(X_pool, c_cons)
-    keep("Eli-Only", "eli_only", eli, fp)
-    sets = label_sets(len(pool), cfg)
-    fingerprints, cache = {}, {}
-    for k, idx in sets.items():
-        fps = [head_fingerprint(tagged(m, tag), [ids[i] for i in idx], y_labels[idx], cfg)
-               for m in ("Cal-Only", "EliCal")]
-        fingerprints[k] = dict(zip(("Cal-Only", "EliCal"), fps))
-        heads = [store.load(f"{d}_k{k}{suffix}", f) for d, f in zip(("cal_only", "elical"), fps)]
-        if None not in heads:
-            cache[tuple(np.asarray(idx).tolist())] = tuple(heads)
-    for method, k, head in fit_budget(stages, X_pool, y_labels, sets, eli, include_all=False, cache=cache):
-        keep(f"{method}({k})", f"{method.lower().replace('-', '_')}_k{k}", head, fingerprints[k][method])
+    n_pool = len(pool)
+
+    def where(method: str, k: int | None, idx) -> tuple[str, str]:
+        """(directory, fingerprint) of a head: what it trains on decides whether ``--resume`` reloads it."""
+        target = c_cons if k is None else y_labels[idx]
+        directory = ("eli_only" if k is None else "cal_only_all" if k == n_pool and k not in sets
+                     else f"{method.lower().replace('-', '_')}_k{k}")
+        return directory + suffix, head_fingerprint(tagged(method, tag), [ids[i] for i in idx], target, cfg)
+
+    sets = label_sets(n_pool, cfg)
+    preds = {}
+    eli = None
+    for fitted in fit_heads(stages, X_pool, c_cons, y_labels, sets, include_all=cal_only_all,
+                            reuse=lambda m, k, idx: store.load(*where(m, k, idx))):
+        directory, fp = where(fitted.method, fitted.k, np.arange(n_pool) if fitted.whole_pool or fitted.k is None
+                              else sets[fitted.k])
+        store.keep(directory, fitted.head, fp, model_json)
+        preds[tagged(fitted.name, tag)] = fitted.head.predict(X_test)
+        eli = fitted.head if fitted.k is None else eli
+    # the shuffled-label control: the same k questions and the same protocol, their targets permuted
     for k, idx in sets.items() if shuffled and inputs == "features" else ():
         y_k, ids_k = y_labels[idx][shuffled_order(len(idx), cfg.seed)], [ids[i] for i in idx]
         record = {"ids": ids_k, "targets": [float(v) for v in y_k], "true_targets": [float(v) for v in y_labels[idx]]}
-        for method, directory, fit in (("Cal-Only", "cal_only", lambda: stages.cal_only(X_pool[idx], y_k)),
-                                       ("EliCal", "elical", lambda: stages.elical(eli, X_pool[idx], y_k))):
-            name = tagged(f"{method}({k})", SHUFFLED)
-            fp = head_fingerprint(name, ids_k, y_k, cfg)
-            head = store.load(f"{directory}_k{k}.{SHUFFLED}", fp) or fit()
-            store.keep(f"{directory}_k{k}.{SHUFFLED}", head, fp, extra=record)
+        names = [(m, d, tagged(f"{m}({k})", SHUFFLED)) for m, d in (("Cal-Only", "cal_only"), ("EliCal", "elical"))]
+        fps = [head_fingerprint(name, ids_k, y_k, cfg) for _, _, name in names]
+        heads = [store.load(f"{d}_k{k}.{SHUFFLED}", fp) for (_, d, _), fp in zip(names, fps)]
+        if None in heads:
+            heads = fit_labelled(stages, eli, X_pool[idx], y_k)
+        for (_, d, name), fp, head in zip(names, fps, heads):
+            store.keep(f"{d}_k{k}.{SHUFFLED}", head, fp, extra=record)
             preds[name] = head.predict(X_test)
-    if cal_only_all and len(pool) not in sets:
-        fp = head_fingerprint(tagged("Cal-Only", tag), ids, y_labels, cfg)
-        keep(f"Cal-Only(all={len(pool)})", "cal_only_all",
-             store.load("cal_only_all" + suffix, fp) or stages.cal_only(X_pool, y_labels), fp)
     return preds, eli.predict(X_pool)

@@ -234,7 +234,6 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     Raises InputError for bad input (missing dataset, malformed file, existing run directory, a layer out of range,
     an unknown pooling or control model), before anything is written."""
     from elical.jobs.annotate import Annotator, annotate
-    from elical.estimators.calibration import calibrated_baselines
     from elical.data.sources import load_questions, select_run_questions
     from elical.generation.base import DecodingConfig, decoding_meta
     from elical.generation.models import load_model
@@ -330,10 +329,11 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     # Post-hoc calibrated baselines on the same k labels (greedy correctness of the k pool questions) as EliCal(k).
     # The same k labels and the same target as Cal-Only(k) / EliCal(k).
     from elical.heads.labeling import label_targets
+    from elical.heads.protocol import calibrated_rivals
 
     # Eli-Only too: the elicited confidence mapped onto the k labels by a 1-D calibrator, EliCal's rival at tiny k.
     pool_scores["Eli-Only"] = eli_pool
-    confidences.update(calibrated_baselines(
+    confidences.update(calibrated_rivals(
         pool_scores, {name: confidences[name] for name in pool_scores}, label_targets(pool, cfg.target),
         label_sets(len(pool), cfg)))
     timings["calibrated_baselines_s"] = time.time() - t1

@@ -173,7 +173,9 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
     InputError : missing or malformed run directory files. ValueError : bad arguments.
     """
     from elical.estimators import estimate
-    from elical.heads.stages import fit_budget, probe_stages
+    from elical.heads.protocol import fit_heads, label_sets
+    from elical.heads.stages import probe_stages
+    from elical.jobs.heads_stage import tagged
     from elical.heads.labeling import DEFAULT_N_STRATA, SELECTIONS, label_order
     from elical.evaluation.metrics import evaluate_confidence
 
@@ -225,35 +227,27 @@ def run_sweep(run_dir, k_values=None, seeds=(0, 1, 2), selections=("random", "st
         metrics = evaluate(conf)
         per[(name, None, 0)] = {s: metrics for s in seeds}
     orders: dict[str, dict[int, list[str]]] = {sel: {} for sel in selections}
+    features = {None: (X_pool, X_test), **extra}  # tag -> (pool, evaluation) features; None: the primary
     for seed in seeds:
         ts = time.time()
         stages = probe_stages(head, random_state=seed, **(head_params or {}))
-        eli = stages.eli_only(X_pool, c_cons)
-        per.setdefault(("Eli-Only", None, 0), {})[seed] = evaluate(eli.predict(X_test))
-        extra_eli: dict = {}  # tag -> stage-1 head on those features
-        for tag, (Xp, Xt) in extra.items():
-            extra_eli[tag] = stages.eli_only(Xp, c_cons)
-            per.setdefault((f"Eli-Only [{tag}]", None, 0), {})[seed] = evaluate(extra_eli[tag].predict(Xt))
-        eli_pool = eli.predict(X_pool)  # stage-1 confidence on the pool: no label involved
-        cache: dict = {}  # the same labelled set (as a set) -> the same heads, whatever the selection
-        extra_cache: dict = {}
+        eli = {tag: stages.eli_only(Xp, c_cons) for tag, (Xp, _) in features.items()}
+        for tag, (_, Xt) in features.items():
+            per.setdefault((tagged("Eli-Only", tag), None, 0), {})[seed] = evaluate(eli[tag].predict(Xt))
+        eli_pool = eli[None].predict(X_pool)  # stage-1 confidence on the pool: no label involved
+        cache: dict = {tag: {} for tag in features}  # the same labelled set -> the same heads, whatever the order
         scored: dict = {}  # id(head) -> metrics
         for sel in selections:
             order = label_order(sel, n_pool, seed, eli_confidence=eli_pool, n_strata=n_strata)
             orders[sel][seed] = [pool[i]["id"] for i in order]
-            # heads see the set, not the order: equal sets give equal heads
-            label_sets = {k: np.sort(order[:k]) for k in ks}
-            for method, k, fitted in fit_budget(stages, X_pool, y_k, label_sets, eli, include_all=False,
-                                                cache=cache):
-                if id(fitted) not in scored:
-                    scored[id(fitted)] = evaluate(fitted.predict(X_test))
-                per.setdefault((method, sel, k), {})[seed] = scored[id(fitted)]
-            for tag, (Xp, Xt) in extra.items():  # the same labelled questions on other features
-                for method, k, fitted in fit_budget(stages, Xp, y_k, label_sets, extra_eli[tag], include_all=False,
-                                                    cache=extra_cache.setdefault(tag, {})):
-                    if id(fitted) not in scored:
-                        scored[id(fitted)] = evaluate(fitted.predict(Xt))
-                    per.setdefault((f"{method} [{tag}]", sel, k), {})[seed] = scored[id(fitted)]
+            sets = label_sets(order, ks)
+            for tag, (Xp, Xt) in features.items():  # the same labelled questions on every feature set
+                for fitted in fit_heads(stages, Xp, c_cons, y_k, sets, eli=eli[tag], cache=cache[tag]):
+                    if fitted.k is None:
+                        continue  # Eli-Only: scored once per seed above
+                    if id(fitted.head) not in scored:
+                        scored[id(fitted.head)] = evaluate(fitted.head.predict(Xt))
+                    per.setdefault((tagged(fitted.method, tag), sel, fitted.k), {})[seed] = scored[id(fitted.head)]
         if progress:
             print(f"sweep: seed {seed} done in {time.time() - ts:.0f} s", file=sys.stderr, flush=True)
     rows = []

@@ -105,13 +105,12 @@ def load_inputs(run_dir) -> StudyInputs:
 
 
 def label_sets_for(n_pool: int, k_values, seed: int) -> dict[int, np.ndarray]:
-    """{k: sorted pool indices}: the first k of ``random_label_order(n_pool, seed)`` for each k ("all" and values
-    above the pool mean the whole pool). Nested in k; the same for every method and target of a seed."""
+    """{k: sorted pool indices}: :func:`elical.heads.protocol.label_sets` of ``random_label_order(n_pool, seed)``
+    ("all" and values above the pool mean the whole pool). Nested in k; the same for every method and target."""
     from elical.heads.labeling import random_label_order
+    from elical.heads.protocol import label_sets
 
-    order = random_label_order(n_pool, seed)
-    ks = sorted({n_pool if k == "all" else min(int(k), n_pool) for k in k_values})
-    return {k: np.sort(order[:k]) for k in ks}
+    return label_sets(random_label_order(n_pool, seed), k_values)
 
 
 def part_path(study_dir, name: str) -> Path:
@@ -147,9 +146,8 @@ def fit_part(inputs: StudyInputs, target: str, seed: int, k_values, eli=None) ->
     Method names: "Eli-Only", "Cal-Only(k)", "EliCal(k)", "Eli-Only+Platt(k)", "Eli-Only+Isotonic(k)",
     "Consis-Sem+Isotonic(k)", and per other feature set (``inputs.extra``) "Eli-Only [tag]", "Cal-Only(k) [tag]",
     "EliCal(k) [tag]" on the same label sets."""
-    from elical.estimators.calibration import calibrated_baselines
     from elical.heads.labeling import label_targets
-    from elical.heads.stages import fit_budget
+    from elical.heads.protocol import calibrated_rivals, fit_heads
     from elical.jobs.heads_stage import tagged
 
     stages = _stages(inputs, seed)
@@ -158,16 +156,12 @@ def fit_part(inputs: StudyInputs, target: str, seed: int, k_values, eli=None) ->
     sets = label_sets_for(len(inputs.pool), k_values, seed)
     out = {}
     for tag, (X_pool, X_test) in {None: (inputs.X_pool, inputs.X_test), **inputs.extra}.items():
-        if tag not in eli:
-            eli[tag] = stages.eli_only(X_pool, inputs.c_cons)
-        out[tagged("Eli-Only", tag)] = eli[tag].predict(X_test)
-        for method, k, head in fit_budget(stages, X_pool, y, sets, eli[tag], include_all=False):
-            out[tagged(f"{method}({k})", tag)] = head.predict(X_test)
+        for fitted in fit_heads(stages, X_pool, inputs.c_cons, y, sets, eli=eli.get(tag)):
+            eli[tag] = fitted.head if fitted.k is None else eli[tag]
+            out[tagged(fitted.name, tag)] = fitted.head.predict(X_test)
     train = {"Eli-Only": eli[None].predict(inputs.X_pool), "Consis-Sem": inputs.consis_sem_pool}
     test = {"Eli-Only": out["Eli-Only"], "Consis-Sem": inputs.training_free["Consis-Sem"]}
-    calibrated = calibrated_baselines(train, test, y, sets, calibrators=("Platt", "Isotonic"))
-    wanted = {f"{e}+{c}" for e, c in CALIBRATED}
-    out.update({name: c for name, c in calibrated.items() if name.split("(")[0] in wanted})
+    out.update(calibrated_rivals(train, test, y, sets, pairs=CALIBRATED))
     return out, eli
 
 
