@@ -65,6 +65,40 @@ def test_platt_separable_labels_stay_finite():
     assert np.all(np.diff(p) > 0)
 
 
+def test_platt_label_draw_that_flips_the_slope_keeps_a_zero_slope():
+    # One positive at the lowest score among four: the unconstrained fit has a negative slope (it would reverse the
+    # score's ranking). Under a >= 0 the optimum is a = 0 and every question gets the mean prior-corrected target:
+    # t+ = (1 + 1) / (1 + 2) = 2/3 once, t- = 1 / (3 + 2) = 1/5 three times -> (2/3 + 3/5) / 4 = 19/60.
+    s, y = [0.1, 0.2, 0.8, 0.9], [1, 0, 0, 0]
+    assert PlattCalibrator(monotone=False).fit(s, y).coef_ < 0
+    cal = PlattCalibrator().fit(s, y)
+    assert cal.slope_clipped_ and cal.coef_ == 0.0
+    np.testing.assert_allclose(cal.predict([0.0, 0.5, 1.0]), 19 / 60, rtol=1e-9)
+    t = np.array([2 / 3, 1 / 5, 1 / 5, 1 / 5])  # the same optimum from scipy under the bound a >= 0
+
+    def nll(ab):
+        z = ab[0] * np.array(s) + ab[1]
+        return np.sum(np.logaddexp(0, z) - t * z)
+
+    ref = minimize(nll, [0.5, 0.0], method="L-BFGS-B", bounds=[(0, None), (None, None)]).x
+    assert ref[0] == pytest.approx(0.0, abs=1e-6) and cal.intercept_ == pytest.approx(ref[1], abs=1e-5)
+
+
+def test_platt_never_reverses_a_ranking():
+    # Small label draws on synthetic scores: 4 ... 16 labels at ~25 % positives make negative slopes common.
+    rng = np.random.default_rng(3)
+    clipped = 0
+    for draw in range(300):
+        k = (4, 8, 16)[draw % 3]
+        s = rng.random(k)
+        y = (rng.random(k) < 0.15 + 0.2 * s).astype(int)
+        cal = PlattCalibrator().fit(s, y)
+        grid = np.linspace(-1.0, 2.0, 61)
+        assert np.all(np.diff(cal.predict(grid)) >= 0), (s, y)
+        clipped += cal.slope_clipped_
+    assert clipped > 10  # the draws did include slope flips
+
+
 # ------------------------------------------------------------------------------------------------------ isotonic
 def test_isotonic_pool_adjacent_violators_hand():
     cal = IsotonicCalibrator().fit([0.1, 0.2, 0.3, 0.4], [0, 1, 0, 1])

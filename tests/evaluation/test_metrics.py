@@ -109,7 +109,7 @@ def test_alignment_accuracy_and_best_threshold_hand():
     # maximizers 0.4 and 0.8 (2/3 each): the smallest wins
     assert best_threshold([1, 0, 1], [0.8, 0.6, 0.4]) == 0.4
     assert best_threshold([1, 1], [0.3, 0.7]) == 0.3  # answer all
-    t = best_threshold([0, 0], [0.3, 1.0])  # abstain on all: just above the largest confidence
+    t = best_threshold([0, 0], [0.3, 1.0])  # abstain on all: just above 1.0, every confidence's bound
     assert t > 1.0 and t == np.nextafter(1.0, 2.0)
     assert alignment_accuracy([0, 0], [0.3, 1.0], t) == 1.0
 
@@ -125,6 +125,21 @@ def test_alignment_threshold_comes_from_dev_part_only():
     res = alignment(y, c, dev_fraction=0.5, seed=seed)
     assert res == {"alignment": pytest.approx(0.6), "threshold": 0.7, "n_dev": 5, "n_test": 5}
     assert alignment(y, c, dev_fraction=0.5, seed=seed) == res  # seeded
+
+
+def test_alignment_keeps_abstain_all_on_the_test_part():
+    # The dev part's questions are all wrong, so it chooses "abstain on all"; the test part holds confidences above
+    # the dev part's largest. They must be abstained on too: 3 of the 5 test questions are wrong -> 3/5 right.
+    n, seed = 10, 7
+    perm = np.random.default_rng(seed).permutation(n)
+    dev, test = perm[:5], perm[5:]
+    y, c = np.zeros(n, int), np.zeros(n)
+    c[dev], y[dev] = [0.5, 0.4, 0.3, 0.2, 0.1], [0, 0, 0, 0, 0]
+    c[test], y[test] = [0.95, 0.9, 0.8, 0.6, 0.55], [1, 0, 0, 1, 0]
+    res = alignment(y, c, dev_fraction=0.5, seed=seed)
+    assert res["threshold"] > 1.0
+    assert res["alignment"] == pytest.approx(3 / 5)  # answering the 5 above 0.5 would score 2/5
+    assert evaluate_confidence(y, c, dev_fraction=0.5, seed=seed, n_resamples=10)["alignment"] == pytest.approx(0.6)
 
 
 def test_alignment_split_sizes():

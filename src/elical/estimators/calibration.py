@@ -11,6 +11,13 @@ One class only: when the k labels are all equal (all 0 or all 1 is likely at sma
 that constant for every question: isotonic regression gives that by itself, and Platt scaling has no slope to
 learn, so it is set to the same constant (``constant_``) instead of an unbounded logistic fit.
 
+Monotone maps: a calibration map of a confidence must never reverse its ranking. Isotonic regression is
+non-decreasing by construction; Platt scaling is fitted with its slope constrained to ``a >= 0``. The likelihood is
+concave in (a, b), so when the unconstrained optimum has a < 0 the constrained one lies on a = 0: every question
+gets the (weighted) mean target, ties instead of a reversed order (``slope_clipped_`` says it happened). At k = 4 ... 16
+a negative slope is a frequent accident of the label draw (a few positives among low scores), not evidence that
+the score ranks backwards.
+
 Labels are 0/1 (greedy correctness) or soft targets in [0, 1] (sample accuracy, the target EliCal's calibration
 stage uses): isotonic regression fits them as they are, Platt scaling maximises the Bernoulli likelihood with
 each question entering as class 1 with weight y and class 0 with weight 1 - y.
@@ -60,13 +67,20 @@ class PlattCalibrator:
     t+ = (N+ + 1) / (N+ + 2) and t- = 1 / (N- + 2), which keeps the fit finite when the k labels are separable;
     each question then enters twice, as class 1 with weight t and class 0 with weight 1 - t.
 
+    ``monotone=True`` (default) constrains the slope to ``a >= 0`` (the map never reverses the score's ranking):
+    when the unconstrained fit's slope is negative, the constrained maximum likelihood is ``a = 0`` and
+    ``b = logit(mean target)`` (the mean of the prior-corrected or soft targets); ``monotone=False`` is the
+    unconstrained fit.
+
     Attributes after fit: ``coef_`` (a), ``intercept_`` (b), ``constant_`` (None, or the class rate when the labels
-    hold one class; then a = 0 and b is unused), ``n_labels_`` (k).
+    hold one class; then a = 0 and b is unused), ``slope_clipped_`` (True when the unconstrained slope was
+    negative and a = 0 was kept), ``n_labels_`` (k).
     """
 
-    def __init__(self, prior_correction: bool = True, max_iter: int = 1000):
+    def __init__(self, prior_correction: bool = True, max_iter: int = 1000, monotone: bool = True):
         self.prior_correction = prior_correction
         self.max_iter = max_iter
+        self.monotone = monotone
 
     def fit(self, scores, y) -> "PlattCalibrator":
         """scores : ndarray of shape (k,), any finite reals. y : ndarray of shape (k,), 0/1 (greedy correctness) or
@@ -76,6 +90,7 @@ class PlattCalibrator:
 
         s, y = _scores_labels(scores, y)
         self.n_labels_ = int(s.shape[0])
+        self.slope_clipped_ = False
         if y.min() == y.max():
             self.constant_, self.coef_, self.intercept_ = float(y[0]), 0.0, 0.0
             return self
@@ -94,6 +109,10 @@ class PlattCalibrator:
         lr = LogisticRegression(C=np.inf, solver="lbfgs", tol=1e-10, max_iter=self.max_iter)
         lr.fit(X[keep], target[keep], sample_weight=weight[keep])
         self.coef_, self.intercept_ = float(lr.coef_[0, 0]), float(lr.intercept_[0])
+        if self.monotone and self.coef_ < 0:
+            # Concave likelihood: the optimum under a >= 0 is on a = 0, where b is the logit of the mean target.
+            p = float(np.clip(np.sum(weight[keep] * target[keep]) / np.sum(weight[keep]), 1e-12, 1 - 1e-12))
+            self.coef_, self.intercept_, self.slope_clipped_ = 0.0, float(np.log(p / (1 - p))), True
         return self
 
     def predict(self, scores) -> np.ndarray:

@@ -129,7 +129,9 @@ def _alignment_accuracy(y: np.ndarray, c: np.ndarray, threshold: float) -> float
 
 def _best_threshold(y: np.ndarray, c: np.ndarray) -> float:
     values = np.unique(c)  # ascending
-    candidates = np.r_[values, np.nextafter(values[-1], np.inf)]
+    # Abstain on all: a threshold above every possible confidence (they lie in [0, 1]), not just above this part's
+    # largest, so a dev part that chooses it keeps abstaining on every test question.
+    candidates = np.r_[values, np.nextafter(max(values[-1], 1.0), np.inf)]
     # For threshold t: right = #(correct with c >= t) + #(wrong with c < t).
     pos_below = np.searchsorted(np.sort(c[y == 1]), candidates, side="left")
     neg_below = np.searchsorted(np.sort(c[y == 0]), candidates, side="left")
@@ -307,7 +309,8 @@ def alignment_accuracy(y, confidence, threshold: float) -> float:
 def best_threshold(y, confidence) -> float:
     """Threshold maximizing :func:`alignment_accuracy` on (y, confidence).
 
-    Candidates: every distinct confidence, plus the next float above the largest one (abstain on all).
+    Candidates: every distinct confidence, plus the next float above 1.0 (abstain on all: every confidence in
+    [0, 1] lies below it, so the choice carries over to other questions as "abstain on all").
     Ties: the smallest threshold among the maximizers (answer as much as the data allow). Deterministic.
     y : ndarray of shape (n,), 0/1. confidence : ndarray of shape (n,), in [0, 1]. Returns a float.
     Raises ValueError on invalid input.
