@@ -127,7 +127,7 @@ def test_openai_compatible_server():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_port}/v1"
-        judge = LLMJudge(OpenAICompletion(url, model="judge-model", api_key="sk-test", workers=2))
+        judge = LLMJudge(OpenAICompletion(url, model="judge-model", api_key="sk-test", concurrency=2))
         out = judge.judge_many([("Paris", "Paris, France"), ("Paris", "Lyon")], ["Capital?", "Capital?"])
         np.testing.assert_array_equal(out, [1, 0])
         body, auth = server.requests[0]
@@ -136,7 +136,7 @@ def test_openai_compatible_server():
         server.shutdown()
         server.server_close()
     with pytest.raises(RuntimeError, match="127.0.0.1"):
-        OpenAICompletion(url, model="m", timeout=2)(["hello"])  # the server is gone
+        OpenAICompletion(url, model="m", timeout=2, max_retries=0)(["hello"])  # the server is gone
 
 
 def test_smollm2_adapter_is_the_models_greedy_answer(smollm2):

@@ -14,12 +14,11 @@ al. (2025, Sec. 4.1).
 from __future__ import annotations
 
 import math
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 from elical.generation.base import DecodingConfig, Generation, seed_for
+from elical.generation.openai_client import DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, \
+    EndpointError, OpenAIClient
 
 __all__ = ["make_generator", "transformers_generator", "vllm_generator", "openai_generator", "VLLMGenerator",
            "OpenAIGenerator", "EndpointError", "parse_vllm_args", "check_vllm_options"]
@@ -35,7 +34,8 @@ def make_generator(backend: str, model, tokenizer=None, decoding: DecodingConfig
     ``device`` and ``dtype`` may be given in ``kw``); vllm — a Hugging Face id or local directory (the default name
     ``smollm2-135m-instruct`` resolves to its cached checkpoint), ``kw`` goes to ``vllm.LLM`` (e.g.
     ``tensor_parallel_size=4``); openai — the model name the server serves, ``kw`` must hold ``base_url`` and may
-    hold ``api_key``, ``endpoint``, ``max_concurrency``, ``max_retries``, ``timeout``, ``backoff``, ``send_top_k``.
+    hold ``api_key``, ``endpoint``, ``max_concurrency``, ``max_retries``, ``timeout``, ``send_top_k``,
+    ``require_logprobs``.
     Raises ValueError for an unknown backend, ImportError when vllm is asked for but not installed.
     """
     from elical.generation import BACKENDS
@@ -266,12 +266,9 @@ class VLLMGenerator:
         return out.text, self.tokenizer.convert_ids_to_tokens(ids[:len(lps)]), lps
 
 
-class EndpointError(RuntimeError):
-    """An OpenAI-compatible server that is down, keeps failing, or rejects a request; the message names the URL."""
-
-
 class OpenAIGenerator:
-    """Greedy + N samples from an OpenAI-compatible server over HTTP (``requests``; no openai package).
+    """Greedy + N samples from an OpenAI-compatible server over HTTP, through
+    :class:`elical.generation.openai_client.OpenAIClient` (the ``openai`` package).
 
     ``base_url``: e.g. ``http://127.0.0.1:8000/v1``; ``model``: the served model name; ``tokenizer``: used only to
     build chat-templated prompts for ``/v1/completions`` (None: the plain instruction prompt).
@@ -281,32 +278,32 @@ class OpenAIGenerator:
     (temperature 0, ``logprobs``) and one sampling request with ``n`` = N (``samples_per_request="n"``) or N
     requests of n = 1 (``"single"``, for servers without ``n``, e.g. llama.cpp); a server that answers ``n``
     with fewer choices is asked again one sample at a time. ``seed`` goes to the server per request (derived from
-    the run seed and the key); whether sampled answers repeat depends on the server honouring it. When the server
-    gives no log-probs the Generation has empty log-prob lists (N-Prob cannot be computed from such records).
-    At most ``max_concurrency`` requests are in flight; connection errors, timeouts, 429 and 5xx are retried
-    ``max_retries`` times with exponential back-off (``backoff`` * 2^attempt seconds); then, or on another
-    4xx, :class:`EndpointError` names the URL. ``send_top_k``: send the non-OpenAI ``top_k`` field (vLLM,
-    llama.cpp, TGI accept it; set False for servers that reject unknown fields).
+    the run seed and the key); whether sampled answers repeat depends on the server honouring it.
+    ``require_logprobs`` (default True): a reply without log-probs is an :class:`EndpointError` (records without
+    them cannot give Prob / N-Prob); False gives empty log-prob lists instead. A choice that carries
+    ``"elical": {"abstained": true}`` (an ``elical serve`` that abstained instead of answering) is always an
+    error: its text is no answer of the model. Both are raised before :meth:`generate` returns, so nothing of
+    the batch is written. At most ``max_concurrency`` requests are in flight; ``timeout`` (seconds) and
+    ``max_retries`` (connection errors, timeouts, 408/409/429 and 5xx, exponential back-off) are the client's;
+    then, or on another 4xx, :class:`EndpointError` names the URL. ``send_top_k``: send the non-OpenAI ``top_k``
+    field (vLLM, llama.cpp, TGI accept it; set False for servers that reject unknown fields).
     """
 
     supports_hidden_states = False
 
     def __init__(self, base_url: str, model: str, tokenizer=None, decoding: DecodingConfig = DecodingConfig(), *,
                  api_key: str | None = None, endpoint: str = "completions", samples_per_request: str = "n",
-                 max_concurrency: int = 8, max_retries: int = 3, timeout: float = 120.0, backoff: float = 0.5,
-                 send_top_k: bool = True):
+                 max_concurrency: int = DEFAULT_CONCURRENCY, max_retries: int = DEFAULT_MAX_RETRIES,
+                 timeout: float = DEFAULT_TIMEOUT, send_top_k: bool = True, require_logprobs: bool = True):
         if endpoint not in ("completions", "chat"):
             raise ValueError(f"endpoint must be 'completions' or 'chat', got {endpoint!r}")
         if samples_per_request not in ("n", "single"):
             raise ValueError(f"samples_per_request must be 'n' or 'single', got {samples_per_request!r}")
-        if max_concurrency < 1 or max_retries < 0:
-            raise ValueError("max_concurrency must be >= 1 and max_retries >= 0")
+        self.client = OpenAIClient(base_url, api_key, timeout=timeout, max_retries=max_retries,
+                                   concurrency=max_concurrency)
         self.base_url, self.model, self.tokenizer, self.decoding = base_url.rstrip("/"), model, tokenizer, decoding
-        self.api_key, self.endpoint, self.samples_per_request = api_key, endpoint, samples_per_request
-        self.max_concurrency, self.max_retries, self.timeout, self.backoff = max_concurrency, max_retries, timeout, \
-            backoff
-        self.send_top_k = send_top_k
-        self._local = threading.local()
+        self.endpoint, self.samples_per_request = endpoint, samples_per_request
+        self.send_top_k, self.require_logprobs = send_top_k, require_logprobs
 
     @property
     def url(self) -> str:
@@ -315,7 +312,8 @@ class OpenAIGenerator:
     def generate(self, prompts: Sequence[str], keys: Sequence[str], seed: int = 0,
                  n_samples: int | None = None) -> list[Generation]:
         """Greedy + ``n_samples`` answers per prompt (see the class docstring); one Generation per prompt, in
-        order. Raises :class:`EndpointError` when the server is down or rejects a request."""
+        order. Raises :class:`EndpointError` when the server is down, rejects a request, abstains, or gives no
+        log-probs while they are required."""
         d = self.decoding
         n = d.n_samples if n_samples is None else n_samples
         base = {"max_tokens": d.max_new_tokens, "stop": ["\n"]}
@@ -329,7 +327,7 @@ class OpenAIGenerator:
                 jobs.append((p, dict(sample, n=n, seed=s)))
             elif n:
                 jobs += [(p, dict(sample, n=1, seed=(s + j) % (2 ** 31))) for j in range(n)]
-        answers = self._map(lambda job: self._choices(*job), jobs)
+        answers = self.client.map(lambda job: self._choices(*job), jobs)
         greedy, rest = answers[:len(prompts)], answers[len(prompts):]
         per = 1 if self.samples_per_request == "n" else n
         results = []
@@ -337,8 +335,8 @@ class OpenAIGenerator:
             samples = [c for got in rest[i * per:(i + 1) * per] for c in got] if n else []
             if len(samples) < n:  # the server ignored n: ask for the rest one at a time
                 s = seed_for(seed, keys[i]) % (2 ** 31)
-                extra = self._map(lambda j: self._choices(p, dict(sample, n=1, seed=(s + j) % (2 ** 31))),
-                                  range(len(samples), n))
+                extra = self.client.map(lambda j: self._choices(p, dict(sample, n=1, seed=(s + j) % (2 ** 31))),
+                                        range(len(samples), n))
                 samples += [c for got in extra for c in got]
             have = greedy[i][0][3] and all(s[3] for s in samples)
             results.append(_generation(greedy[i][0][:3], [s[:3] for s in samples[:n]], have))
@@ -351,14 +349,7 @@ class OpenAIGenerator:
         body = {"max_tokens": max_tokens, "temperature": temperature, "n": 1}
         if stop:
             body["stop"] = list(stop)
-        return [got[0][0] for got in self._map(lambda p: self._choices(p, body, logprobs=False), list(prompts))]
-
-    def _map(self, fn, items) -> list:
-        items = list(items)
-        if len(items) <= 1 or self.max_concurrency == 1:
-            return [fn(x) for x in items]
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items))) as pool:
-            return list(pool.map(fn, items))
+        return [got[0][0] for got in self.client.map(lambda p: self._choices(p, body, logprobs=False), list(prompts))]
 
     def _choices(self, prompt: str, body: dict, logprobs: bool = True) -> list[tuple[str, list, list, bool]]:
         """(text, tokens, log-probs, server gave log-probs) per choice, in choice order."""
@@ -371,45 +362,27 @@ class OpenAIGenerator:
             body["prompt"] = prompt
             if logprobs:
                 body["logprobs"] = 1
-        reply = self._post(body)
+        reply = self.client.create(self.endpoint, body)
         out = []
-        for c in sorted(reply.get("choices") or [], key=lambda c: c.get("index", 0)):
+        for c in sorted(reply.get("choices") or [], key=lambda c: c.get("index") or 0):
+            if isinstance(c.get("elical"), dict) and c["elical"].get("abstained"):
+                raise EndpointError(f"{self.url} abstained instead of answering (confidence "
+                                    f"{c['elical'].get('confidence')} below its threshold "
+                                    f"{c['elical'].get('threshold')}); its text is no answer of the model: start "
+                                    f"the server without --abstain-below, or send elical.abstain_below = null")
             text = (c.get("message") or {}).get("content") or "" if self.endpoint == "chat" else c.get("text") or ""
             tokens, lps = _parse_logprobs(c.get("logprobs"))
             have = lps is not None and all(x is not None for x in lps)
+            if logprobs and not have and self.require_logprobs:
+                raise EndpointError(f"{self.url} answered without log-probs; they are needed for Prob / N-Prob "
+                                    f"(use a server that returns them, e.g. vLLM or elical serve without "
+                                    f"--no-logprobs)")
             if have:
                 tokens, lps = _cut_answer(text, tokens, lps)
             out.append((text, tokens if have else [], lps if have else [], have))
         if not out:
             raise EndpointError(f"{self.url}: the reply has no choices: {str(reply)[:200]}")
         return out
-
-    def _post(self, body: dict) -> dict:
-        import requests
-
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = self._local.session = requests.Session()
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        problem = ""
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                resp = session.post(self.url, json=body, headers=headers, timeout=self.timeout)
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                problem = f"cannot connect ({type(exc).__name__}); is the server running?"
-                continue
-            if resp.status_code == 429 or resp.status_code >= 500:
-                problem = f"HTTP {resp.status_code}: {resp.text[:200]}"
-                continue
-            if resp.status_code >= 400:
-                raise EndpointError(f"{self.url} rejected the request: HTTP {resp.status_code}: {resp.text[:300]}")
-            try:
-                return resp.json()
-            except ValueError:
-                raise EndpointError(f"{self.url} answered with non-JSON: {resp.text[:200]!r}") from None
-        raise EndpointError(f"{self.url}: {problem} (gave up after {self.max_retries + 1} attempts)")
 
 
 def _parse_logprobs(lp) -> tuple[list, list | None]:

@@ -38,7 +38,7 @@ from transformers.cache_utils import DynamicLayer
 from elical.generation import cascade
 from elical.generation.base import DecodingConfig, Generation, seed_for
 
-__all__ = ["TransformersGenerator", "GrowingLayer", "question_uniforms"]
+__all__ = ["TransformersGenerator", "GrowingLayer", "question_uniforms", "DecodingCancelled"]
 
 
 def question_uniforms(seed: int, key: str, steps: int, n: int):
@@ -121,6 +121,10 @@ class GrowingLayer(DynamicLayer):
         raise NotImplementedError("GrowingLayer is for append-only decoding")
 
 
+class DecodingCancelled(RuntimeError):
+    """``TransformersGenerator.generate`` stopped early because ``should_stop()`` said so."""
+
+
 class TransformersGenerator:
     """Greedy + N sampled answers per prompt with a transformers causal LM (CPU or GPU), decoded as a prefix
     tree (module docstring); the one transformers decoder of elical (runs, builds, estimators, judges, ``serve``).
@@ -142,6 +146,8 @@ class TransformersGenerator:
     min_shared_prefix = 8
     #: ``generate(..., hidden_layers=...)`` returns the last prompt token's hidden states
     supports_hidden_states = True
+    #: None, or a callable checked between decoding steps: True stops ``generate`` with DecodingCancelled
+    should_stop = None
 
     def __init__(self, model, tokenizer, decoding: DecodingConfig = DecodingConfig()):
         self.model, self.tokenizer, self.decoding = model, tokenizer, decoding
@@ -171,7 +177,8 @@ class TransformersGenerator:
         """Greedy + ``n_samples`` (default ``decoding.n_samples``) sampled answers per prompt.
 
         ``keys``: one stable string per prompt (the question id); a prompt's samples depend only on ``seed`` and
-        its key (module docstring), not on the other prompts of the call. ``hidden_layers``: indices into
+        its key (module docstring), not on the other prompts of the call. ``seed`` may also be a sequence of one
+        seed per prompt (a server batching requests of different seeds). ``hidden_layers``: indices into
         transformers' ``hidden_states`` (0 = embeddings, -1 = final layer); each Generation's ``hidden_states``
         then maps every layer to the last real prompt token's state, float32 ndarray of shape (hidden_size,),
         taken from the prefill (the same values as :func:`elical.generation.features.extract_hidden_states`).
@@ -193,7 +200,10 @@ class TransformersGenerator:
         dev = self.model.device
         stop = torch.tensor(self._stop_ids, device=dev)
         # (prompts, steps, n): drawn in full whatever happens during decoding, so no row's draws shift another's
-        uniforms = torch.stack([question_uniforms(seed, k, d.max_new_tokens, n) for k in keys]).to(dev)
+        seeds = list(seed) if isinstance(seed, (list, tuple)) else [seed] * len(prompts)
+        if len(seeds) != len(prompts):
+            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
+        uniforms = torch.stack([question_uniforms(s, k, d.max_new_tokens, n) for s, k in zip(seeds, keys)]).to(dev)
         cache = DynamicCache(config=self.model.config)
         cache.layers = [GrowingLayer(d.max_new_tokens) if type(layer) is DynamicLayer else layer
                         for layer in cache.layers]
@@ -207,6 +217,8 @@ class TransformersGenerator:
             alive = torch.arange(rows, device=dev)  # original row of each live row
             slot = alive // per  # slot of each live row
             for step in range(d.max_new_tokens):
+                if self.should_stop is not None and self.should_stop():
+                    raise DecodingCancelled("every request of this batch was cancelled")
                 sampled = (alive % per) != 0
                 choice = torch.empty_like(slot)
                 greedy = ~sampled  # argmax only where a greedy row sits, draws only where a sampled one does

@@ -1,200 +1,199 @@
-"""A small OpenAI-compatible HTTP server over the transformers backend (standard library ``http.server``).
+"""The OpenAI-compatible service behind ``elical serve``: request validation, the confidence gate and the replies.
 
-    python -m elical.generation.serve --model smollm2-135m-instruct --port 8000      # prints "listening on http://..."
+Endpoints (served by :mod:`elical.generation.server_app`): ``POST /v1/completions`` (``prompt`` a string or a
+list of strings), ``POST /v1/chat/completions`` (the tokenizer's chat template is applied to ``messages``),
+``GET /v1/models``, ``GET /health``. Request fields: ``model`` (must be the served name, else 404 like OpenAI;
+may be left out), ``max_tokens`` (default 16), ``temperature`` (0 = greedy; default 1), ``top_p``, ``top_k``
+(default 50), ``n``, ``seed`` (default 0: the same request gives the same answers), ``logprobs`` (completions:
+an int, chat: a bool), ``stop`` and ``stream`` (server-sent events; the confidence comes in the first chunk,
+before any token). Every body is checked by pydantic models: a malformed one gets HTTP 400 naming the field, a
+prompt that does not fit the model's context with ``max_tokens`` gets 400 before any work. Answers come from
+:class:`elical.generation.prefix_sharing.TransformersGenerator` (prompt i of a request is sampled with the key
+``str(i)``); with a ``stop`` containing ``"\\n"`` an answer ends at its first line, otherwise at EOS or
+``max_tokens`` (other ``stop`` strings cut the text and its tokens). Log-probs are those of the raw model
+distribution; ``top_logprobs`` are not given. Concurrent requests are batched by
+:class:`elical.generation.batching.ModelWorker`.
 
-Endpoints: ``POST /v1/completions`` (``prompt`` a string or a list of strings), ``POST /v1/chat/completions``
-(the tokenizer's chat template is applied to ``messages``), ``GET /v1/models``, ``GET /health``. Request fields:
-``max_tokens`` (default 16), ``temperature`` (0 = greedy; default 1), ``top_p``, ``top_k`` (default 50),
-``n``, ``seed`` (default 0: the same request gives the same answers), ``logprobs`` (completions: an int, chat: a
-bool) and ``stop``. Answers come from :class:`elical.generation.prefix_sharing.TransformersGenerator` (prompt i of
-a request is sampled with the key ``str(i)``), so they always end at the end of their first line or at EOS (other
-``stop`` strings cut the text afterwards); log-probs are those of the raw model distribution, ``top_logprobs`` are
-not given. Requests are served one at a time (the model is not shared between threads); for throughput use
-vLLM's server. It exists so elical's endpoint backend (:class:`elical.generation.backends.OpenAIGenerator`) can be
-tested against a real server offline, and to serve a local model to clients that speak the OpenAI API.
-``--no-logprobs`` answers without log-probs (like servers that do not give them); ``--fail-first K`` answers the
-first K POST requests with HTTP 503 (to exercise clients' retries).
-
-Confidence before answering (EliCal, Ni et al., arXiv 2510.17509): with ``--confidence-head HEAD_DIR`` (a head
-directory of ``elical run``, ``RUN/heads/<name>/``, or of ``elical export-head``) every choice carries
-``"elical": {"confidence": c, "method": name, "abstained": bool, "threshold": T or null}``, computed from the
-question (chat: the last user message; completions: the prompt) with one forward pass before any token is
-generated. With ``--abstain-below T`` a question with ``c < T`` is not answered: its choices hold the fixed
-``--abstention-text`` with ``finish_reason`` ``"stop"`` (a value every OpenAI client accepts) and no token is
-generated. A request may set its own threshold with ``"elical": {"abstain_below": T or null}``. Without a head the
-server behaves as before (no ``elical`` field). See ``docs/serving.md``.
+Confidence before answering (EliCal, Ni et al., arXiv 2510.17509): given a ``confidence`` model (anything with
+``predict(questions) -> ndarray`` in [0, 1] and ``method``; ``elical serve --confidence-head`` loads a
+:class:`elical.heads.confidence.ConfidenceModel`) every choice carries ``"elical": {"confidence": c, "method":
+name, "abstained": bool, "threshold": T or null}``, computed from the question (chat: the last user message;
+completions: the prompt) with one forward pass before any token is generated. Below the threshold a question is
+not answered: its choices hold the fixed abstention text with ``finish_reason`` ``"stop"`` and no token is
+generated. A request may set its own threshold with ``"elical": {"abstain_below": T or null}``. See
+``docs/serving.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 
-from elical.generation.base import DecodingConfig
+from elical.generation.batching import GenParams, ModelWorker
 
-__all__ = ["ABSTENTION_TEXT", "CompletionService", "make_server", "register", "main"]
+__all__ = ["ABSTENTION_TEXT", "CompletionService", "RequestError", "MAX_TOKENS", "MAX_N"]
 
 MAX_TOKENS, MAX_N = 1024, 128
 ABSTENTION_TEXT = "I am not confident that I can answer this correctly, so I will not guess."
 
 
 class RequestError(ValueError):
-    """A request the server rejects with HTTP 400."""
+    """A request the server rejects: ``status`` 400 (malformed), 404 (unknown model), 413 (too large)."""
+
+    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error", code=None):
+        super().__init__(message)
+        self.status, self.kind, self.code = status, kind, code
 
 
-def _rows_generator(model, tokenizer, decoding):
-    """A :class:`elical.generation.prefix_sharing.TransformersGenerator` that also keeps every decoded row's (raw text,
-    token strings, log-probs, token ids) in ``rows``, in row order: the samples' per-token log-probs too."""
-    from elical.generation.prefix_sharing import TransformersGenerator
+@dataclass
+class Plan:
+    """A validated request: what to score, what to generate and how to reply."""
 
-    class RowsGenerator(TransformersGenerator):
-        def generate(self, *args, **kwargs):
-            self.rows = []
-            return super().generate(*args, **kwargs)
-
-        def _finish(self, ids, lps):
-            out = super()._finish(ids, lps)
-            raw = self.tokenizer.decode(ids, skip_special_tokens=True).split("\n")[0]  # unstripped, as sent
-            self.rows.append((raw, [self.tokenizer.decode([t]) for t in ids], list(lps), list(ids)))
-            return out
-
-    return RowsGenerator(model, tokenizer, decoding)
+    chat: bool
+    prompts: list
+    questions: list | None
+    params: GenParams
+    seed: int
+    stop: list
+    want_lp: bool
+    stream: bool
+    threshold_override: tuple | None  # (T,) when the request set elical.abstain_below, else None
+    prompt_tokens: int
 
 
 class CompletionService:
     """Turns OpenAI request bodies into answers from a transformers model (``model``/``tokenizer`` as returned by
-    :func:`elical.generation.models.load_model`). ``logprobs``: False never returns log-probs. Thread-safe (one lock).
+    :func:`elical.generation.models.load_model`); all model work runs on one :class:`ModelWorker` thread.
 
-    ``confidence``: optional :class:`elical.heads.confidence.ConfidenceModel` on the same model (anything with
-    ``predict(questions) -> ndarray (n,)`` in [0, 1] and ``method``): each choice then gets an ``elical`` field and,
-    below ``abstain_below`` (a probability in [0, 1], None = never), the ``abstention_text`` instead of an answer.
-    Raises ValueError for ``abstain_below`` outside [0, 1] or without ``confidence``."""
+    ``name``: the served model name (requests naming another get 404); ``logprobs``: False never returns
+    log-probs. ``confidence``: optional confidence model on the same model (module docstring); ``abstain_below``
+    a probability in [0, 1] (None: never abstain); ``context``: the model's context in tokens (default: its
+    ``max_position_embeddings``). Raises ValueError for ``abstain_below`` outside [0, 1] or without
+    ``confidence``."""
 
     def __init__(self, model, tokenizer, name: str, logprobs: bool = True, *, confidence=None,
-                 abstain_below: float | None = None, abstention_text: str = ABSTENTION_TEXT):
+                 abstain_below: float | None = None, abstention_text: str = ABSTENTION_TEXT,
+                 context: int | None = None, max_prompts: int = 32):
         if abstain_below is not None and (confidence is None or not 0.0 <= abstain_below <= 1.0):
             raise ValueError(f"abstain_below must be in [0, 1] and needs a confidence head, got {abstain_below!r}")
         self.model, self.tokenizer, self.name, self.logprobs = model, tokenizer, name, logprobs
         self.confidence, self.abstain_below, self.abstention_text = confidence, abstain_below, abstention_text
-        self._lock = threading.Lock()
+        self.context = context or getattr(getattr(model, "config", None), "max_position_embeddings", None)
+        self.worker = ModelWorker(model, tokenizer, confidence, max_prompts=max_prompts)
 
-    def complete(self, body: dict, chat: bool = False) -> dict:
-        """The reply to a ``/v1/completions`` (or, with ``chat``, ``/v1/chat/completions``) body. Raises
-        RequestError for a malformed body."""
+    def plan(self, raw: bytes, chat: bool) -> Plan:
+        """Parse and check a request body (JSON bytes). Raises :class:`RequestError`."""
+        from elical.generation.api_schema import parse_request
+
+        req = parse_request(raw, chat)
+        if req.model is not None and req.model != self.name:
+            raise RequestError(f"The model `{req.model}` does not exist (this server serves `{self.name}`).",
+                               404, "invalid_request_error", "model_not_found")
         if chat:
-            messages = body.get("messages")
-            if not isinstance(messages, list) or not messages:
-                raise RequestError("'messages' must be a non-empty list")
-            # Content as a list of parts (OpenAI's newer format): its text parts, for templates that want a string.
-            messages = [{**m, "content": _text(m.get("content"))} if isinstance(m, dict) else m for m in messages]
+            messages = [m.as_template_dict() for m in req.messages]
             prompts = [self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)]
             questions = [_last_user_message(messages)] if self.confidence is not None else None
         else:
-            prompts = body.get("prompt")
-            prompts = [prompts] if isinstance(prompts, str) else prompts
-            if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
-                raise RequestError("'prompt' must be a string or a non-empty list of strings")
+            prompts = [req.prompt] if isinstance(req.prompt, str) else list(req.prompt)
             questions = prompts
-        n = _number(body, "n", 1, int, 1, MAX_N)
-        max_tokens = _number(body, "max_tokens", 16, int, 1, MAX_TOKENS)
-        temperature = _number(body, "temperature", 1.0, float, 0.0, 100.0)
-        top_p = _number(body, "top_p", 1.0, float, 1e-6, 1.0)
-        top_k = _number(body, "top_k", 50, int, -1, 10 ** 9)
-        seed = _number(body, "seed", 0, int, 0, 2 ** 63 - 1)
-        stop = body.get("stop") or []
-        stop = [stop] if isinstance(stop, str) else list(stop)
-        want_lp = body.get("logprobs") not in (None, False) and self.logprobs
+        max_tokens = req.max_tokens if req.max_tokens is not None else 16
+        stop = [req.stop] if isinstance(req.stop, str) else [s for s in (req.stop or []) if s]
+        lengths = [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+        if self.context and max(lengths) + max_tokens > self.context:
+            raise RequestError(f"This model's maximum context length is {self.context} tokens; the prompt has "
+                               f"{max(lengths)} tokens and max_tokens asks for {max_tokens} more.",
+                               code="context_length_exceeded")
+        temperature = 1.0 if req.temperature is None else float(req.temperature)
+        params = GenParams(temperature=temperature, top_p=float(req.top_p if req.top_p is not None else 1.0),
+                           top_k=req.top_k if req.top_k is not None else 50, max_tokens=max_tokens, n=req.n,
+                           one_line="\n" in stop)
+        override = None
+        if req.elical is not None and "abstain_below" in req.elical.model_fields_set:
+            override = (req.elical.abstain_below,)
+        return Plan(chat, prompts, questions, params, req.seed, stop,
+                    req.logprobs not in (None, False) and self.logprobs, req.stream, override, sum(lengths))
 
-        gates = self._gates(questions, body) if self.confidence is not None else None
-        answer = [i for i in range(len(prompts)) if gates is None or not gates[i]["abstained"]]
+    def threshold(self, plan: Plan):
+        return plan.threshold_override[0] if plan.threshold_override is not None else self.abstain_below
 
-        greedy = temperature == 0.0
-        per = 1 if greedy else n + 1
-        if answer:  # all abstained: no token is generated
-            decoding = DecodingConfig(n_samples=0 if greedy else n, temperature=temperature or 1.0, top_p=top_p,
-                                      top_k=top_k if top_k > 0 else 0, max_new_tokens=max_tokens,
-                                      batch_size=len(answer))
-            with self._lock:
-                gen = _rows_generator(self.model, self.tokenizer, decoding)
-                # Prompt i keeps its sampling key str(i) whether or not other prompts of the request abstained.
-                gen.generate([prompts[i] for i in answer], [str(i) for i in answer], seed=seed)
-        position = {i: k for k, i in enumerate(answer)}
+    def gates(self, plan: Plan, confidence) -> list[dict] | None:
+        """Per question ``{"confidence", "method", "abstained", "threshold"}`` from the scores ``confidence``."""
+        if confidence is None:
+            return None
+        t = self.threshold(plan)
+        return [{"confidence": float(c), "method": self.confidence.method,
+                 "abstained": t is not None and float(c) < t, "threshold": t} for c in confidence]
+
+    @staticmethod
+    def answered(plan: Plan, gates: list | None) -> list[int]:
+        """Indices of the prompts to generate (all but the abstained ones)."""
+        return [i for i in range(len(plan.prompts)) if gates is None or not gates[i]["abstained"]]
+
+    def reply(self, plan: Plan, gates: list | None, rows: dict) -> dict:
+        """The response body; ``rows`` maps each answered prompt's index to its rows (see ModelWorker.generate)."""
         choices, used = [], 0
-        for i in range(len(prompts)):
-            k = position.get(i)
-            if k is None:
-                rows = [(self.abstention_text, [], [], [])] * n
+        for i in range(len(plan.prompts)):
+            got = rows.get(i)
+            if got is None:
+                answers = [(self.abstention_text, [], [], [], "stop")] * plan.params.n
             else:
-                rows = [gen.rows[k * per]] * n if greedy else gen.rows[k * per + 1:(k + 1) * per]
-            for text, tokens, lps, ids in rows:
-                if k is not None:
-                    for s in stop:
-                        text = text.split(s)[0] if s else text
+                answers = [_cut(r, plan.stop, plan.params.max_tokens) for r in
+                           (got * plan.params.n if plan.params.greedy else got)]
+            for text, tokens, lps, ids, finish in answers:
                 used += len(ids)
-                finish = "length" if len(ids) >= max_tokens else "stop"
-                choices.append(_choice(len(choices), text, tokens, lps, finish, want_lp, chat))
+                choices.append(_choice(len(choices), text, tokens, lps, finish, plan.want_lp, plan.chat))
                 if gates is not None:
                     choices[-1]["elical"] = dict(gates[i])
-        prompt_tokens = sum(len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts)
-        return {"id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
-                "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
+        return {"id": f"{'chatcmpl' if plan.chat else 'cmpl'}-{uuid.uuid4().hex}",
+                "object": "chat.completion" if plan.chat else "text_completion", "created": int(time.time()),
                 "model": self.name, "choices": choices,
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": used,
-                          "total_tokens": prompt_tokens + used}}
+                "usage": {"prompt_tokens": plan.prompt_tokens, "completion_tokens": used,
+                          "total_tokens": plan.prompt_tokens + used}}
 
-    def _gates(self, questions: list, body: dict) -> list[dict]:
-        """Per question ``{"confidence", "method", "abstained", "threshold"}`` from one forward pass (no generation)."""
-        threshold = self.abstain_below
-        override = body.get("elical")
-        if isinstance(override, dict) and "abstain_below" in override:
-            threshold = override["abstain_below"]
-            if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                                          or not 0.0 <= threshold <= 1.0):
-                raise RequestError(f"'elical.abstain_below' must be a number in [0, 1] or null, got {threshold!r}")
-        elif override is not None and not isinstance(override, dict):
-            raise RequestError("'elical' must be an object, e.g. {\"abstain_below\": 0.5}")
-        try:
-            with self._lock:
-                confidence = self.confidence.predict(questions)
-        except ValueError as exc:
-            raise RequestError(f"cannot score the question: {exc}") from None
-        return [{"confidence": float(c), "method": self.confidence.method,
-                 "abstained": threshold is not None and float(c) < threshold, "threshold": threshold}
-                for c in confidence]
+    def complete(self, body: dict, chat: bool = False) -> dict:
+        """The reply to a body (a dict), computed in this thread's call: for scripts and tests without HTTP.
+        Raises :class:`RequestError`."""
+        import json
+
+        plan = self.plan(json.dumps(body).encode(), chat)
+        scores = self.worker.score(plan.questions).future.result() if self.confidence is not None else None
+        gates = self.gates(plan, scores)
+        todo = self.answered(plan, gates)
+        rows = self.generate(plan, todo).future.result() if todo else []
+        return self.reply(plan, gates, dict(zip(todo, rows)))
+
+    def generate(self, plan: Plan, todo: list[int]):
+        """Queue the generation of prompts ``todo`` (a :class:`elical.generation.batching.Job`); its result, one
+        list of rows per prompt of ``todo``, goes to :meth:`reply` as ``dict(zip(todo, result))``."""
+        return self.worker.generate([plan.prompts[i] for i in todo], [str(i) for i in todo], plan.seed, plan.params)
 
 
-def _text(content):
-    """A message's content as a string: a list of parts gives its text parts, one per line."""
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return content
+def _cut(row, stop: list, max_tokens: int):
+    """(text, tokens, log-probs, ids, finish_reason) of a decoded row cut at the first ``stop`` string; tokens
+    are kept while they end inside the kept text."""
+    text, tokens, lps, ids = row
+    cut = min((text.find(s) for s in stop if s and s in text), default=-1)
+    if cut < 0:
+        return text, tokens, lps, ids, "length" if len(ids) >= max_tokens else "stop"
+    keep, length = 0, 0
+    for t in tokens:
+        if length + len(t) > cut:
+            break
+        length += len(t)
+        keep += 1
+    return text[:cut], tokens[:keep], lps[:keep], ids[:keep], "stop"
 
 
 def _last_user_message(messages: list) -> str:
-    """The text of the last ``user`` message (its content already a string, see :func:`_text`)."""
+    """The text of the last ``user`` message (its content already a string)."""
     for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "user":
+        if message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, str) and content.strip():
                 return content
             break
     raise RequestError("the confidence head needs a non-empty 'user' message (the question) in 'messages'")
-
-
-def _number(body: dict, key: str, default, kind, lo, hi):
-    value = body.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
-        raise RequestError(f"'{key}' must be {'an integer' if kind is int else 'a number'}, got {value!r}")
-    if not lo <= value <= hi:
-        raise RequestError(f"'{key}' must be in [{lo}, {hi}], got {value!r}")
-    return kind(value)
 
 
 def _choice(index: int, text: str, tokens: list, lps: list, finish: str, want_lp: bool, chat: bool) -> dict:
@@ -208,126 +207,3 @@ def _choice(index: int, text: str, tokens: list, lps: list, finish: str, want_lp
         offsets = [sum(len(t) for t in tokens[:k]) for k in range(len(tokens))]
         logprobs = {"tokens": tokens, "token_logprobs": lps, "top_logprobs": None, "text_offset": offsets}
     return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
-
-
-def make_server(service: CompletionService, host: str = "127.0.0.1", port: int = 8000,
-                fail_first: int = 0) -> ThreadingHTTPServer:
-    """An HTTP server (not started: call ``serve_forever``) answering the OpenAI routes with ``service``;
-    ``port=0`` picks a free port (read it from ``server.server_address``)."""
-    failures = {"left": fail_first}
-    guard = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):  # quiet: one line per request would flood test output
-            pass
-
-        def _send(self, status: int, obj: dict, headers: dict | None = None):
-            data = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _error(self, status: int, message: str, kind: str, headers: dict | None = None):
-            self._send(status, {"error": {"message": message, "type": kind, "param": None, "code": status}}, headers)
-
-        def do_GET(self):
-            if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send(200, {"object": "list", "data": [{"id": service.name, "object": "model",
-                                                             "owned_by": "elical"}]})
-            elif self.path.rstrip("/") == "/health":
-                self._send(200, {"status": "ok"})
-            else:
-                self._error(404, f"no route {self.path}", "not_found")
-
-        def do_POST(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
-            with guard:
-                fail = failures["left"] > 0
-                failures["left"] -= fail
-            if fail:
-                return self._error(503, "injected failure (--fail-first)", "server_error", {"Retry-After": "0"})
-            path = self.path.rstrip("/")
-            if path not in ("/v1/completions", "/v1/chat/completions"):
-                return self._error(404, f"no route {self.path}", "not_found")
-            try:
-                body = json.loads(raw or b"{}")
-                if not isinstance(body, dict):
-                    raise RequestError("the body must be a JSON object")
-                self._send(200, service.complete(body, chat=path.endswith("chat/completions")))
-            except (json.JSONDecodeError, RequestError) as exc:
-                self._error(400, str(exc), "invalid_request_error")
-
-    return ThreadingHTTPServer((host, port), Handler)
-
-
-def _add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--model", help="default name, local directory or HF id (default: the confidence head's base "
-                    "model, else smollm2-135m-instruct)")
-    ap.add_argument("--served-model-name", default=None, help="the name clients send (default: --model)")
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=8000, help="0 picks a free port")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--no-logprobs", action="store_true", help="never return log-probs")
-    ap.add_argument("--fail-first", type=int, default=0, metavar="K", help="answer the first K POSTs with 503")
-    ap.add_argument("--confidence-head", metavar="HEAD_DIR", help="a trained head (RUN/heads/<name>/ or an "
-                    "export-head directory): each choice gets its confidence before answering (field 'elical')")
-    ap.add_argument("--abstain-below", type=float, metavar="T", help="with --confidence-head: below this confidence "
-                    "answer with --abstention-text instead of generating (a probability in [0, 1])")
-    ap.add_argument("--abstention-text", default=ABSTENTION_TEXT, help="the fixed text of an abstention")
-
-
-def _serve(args) -> int:
-    from elical.generation.models import DEFAULT_MODEL, load_model
-
-    if args.abstain_below is not None and (args.confidence_head is None or not 0.0 <= args.abstain_below <= 1.0):
-        print("elical serve: error: --abstain-below needs --confidence-head and a value in [0, 1]", file=sys.stderr)
-        return 2
-    confidence, name = None, args.served_model_name or args.model or DEFAULT_MODEL
-    if args.confidence_head is not None:
-        # The command line sits above the stages: loading a head here is the jobs layer's work, not generation's.
-        from elical.heads.confidence import ConfidenceModel
-
-        # Without --model the head's recorded base model is served (the one its confidences are about).
-        given = load_model(args.model, device=args.device, dtype=args.dtype) if args.model else None
-        confidence = ConfidenceModel.load(args.confidence_head, model=given, device=args.device)
-        model, tok = confidence.model, confidence.tokenizer
-        name = args.served_model_name or args.model or confidence.base_model or DEFAULT_MODEL
-    else:
-        model, tok = load_model(args.model or DEFAULT_MODEL, device=args.device, dtype=args.dtype)
-    service = CompletionService(model, tok, name, logprobs=not args.no_logprobs, confidence=confidence,
-                                abstain_below=args.abstain_below, abstention_text=args.abstention_text)
-    server = make_server(service, args.host, args.port, fail_first=args.fail_first)
-    host, port = server.server_address[:2]
-    print(f"listening on http://{host}:{port}/v1", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
-
-
-def register(sub) -> None:
-    """Add ``elical serve`` (this module's server) to the ``elical`` parser."""
-    p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API (/v1/completions)")
-    _add_arguments(p)
-    p.set_defaults(handler=_serve)
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m elical.generation.serve", description=__doc__.split("\n\n")[0])
-    _add_arguments(ap)
-    return _serve(ap.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -33,10 +33,7 @@ standalone "yes" or "no" anywhere in the text decides; otherwise the completion 
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import numpy as np
@@ -220,32 +217,39 @@ class TransformersCompletion:
 class OpenAICompletion:
     """``complete(prompts) -> completions`` from an OpenAI-compatible chat-completions server.
 
-    POSTs ``{"model", "messages": [{"role": "user", "content": prompt}], "temperature": 0, "max_tokens"}`` to
-    ``{base_url}/chat/completions`` (``base_url`` such as ``http://localhost:8000/v1``), ``workers`` requests at
-    a time, and returns ``choices[0].message.content``. ``api_key`` is sent as a Bearer token when given.
-    Raises RuntimeError naming the URL when the server cannot be reached or answers without a completion.
+    Sends ``{"model", "messages": [{"role": "user", "content": prompt}], "temperature": 0, "max_tokens"}`` to
+    ``{base_url}/chat/completions`` (``base_url`` such as ``http://localhost:8000/v1``) through
+    :class:`elical.generation.openai_client.OpenAIClient` (the ``openai`` package): ``concurrency`` requests at a
+    time, ``timeout`` seconds each, ``max_retries`` retries with exponential back-off; returns
+    ``choices[0].message.content``. ``api_key`` is sent as a Bearer token when given. A reply that abstained
+    (``elical serve --abstain-below``) is no verdict: raises. Raises
+    :class:`elical.generation.openai_client.EndpointError` (a RuntimeError) naming the URL when the server cannot
+    be reached, keeps failing or answers without a completion.
     """
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, max_tokens: int = 4,
-                 timeout: float = 60.0, workers: int = 4):
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model, self.api_key, self.max_tokens, self.timeout, self.workers = (
-            model, api_key, max_tokens, timeout, workers)
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, max_tokens: int = 4, *,
+                 timeout: float | None = None, max_retries: int | None = None, concurrency: int | None = None):
+        from elical.generation import openai_client as oc
+
+        self.client = oc.OpenAIClient(
+            base_url, api_key, timeout=oc.DEFAULT_TIMEOUT if timeout is None else timeout,
+            max_retries=oc.DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
+            concurrency=oc.DEFAULT_CONCURRENCY if concurrency is None else concurrency)
+        self.url = self.client.base_url + "/chat/completions"
+        self.model, self.api_key, self.max_tokens = model, api_key, max_tokens
 
     def _one(self, prompt: str) -> str:
-        body = json.dumps({"model": self.model, "messages": [{"role": "user", "content": prompt}],
-                           "temperature": 0, "max_tokens": self.max_tokens}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        from elical.generation.openai_client import EndpointError
+
+        reply = self.client.create("chat", {"model": self.model, "messages": [{"role": "user", "content": prompt}],
+                                            "temperature": 0, "max_tokens": self.max_tokens})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                data = json.loads(resp.read())
-            return data["choices"][0]["message"]["content"] or ""
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-            raise RuntimeError(f"{self.url}: no completion ({type(e).__name__}: {e})") from e
+            choice = reply["choices"][0]
+            if (choice.get("elical") or {}).get("abstained"):
+                raise EndpointError(f"{self.url}: the judge server abstained instead of answering")
+            return choice["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError) as e:
+            raise EndpointError(f"{self.url}: no completion ({type(e).__name__}: {e}) in {str(reply)[:200]}") from e
 
     def __call__(self, prompts: Sequence[str]) -> list[str]:
-        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
-            return list(pool.map(self._one, prompts))
+        return self.client.map(self._one, list(prompts))
