@@ -1,0 +1,157 @@
+"""The frozen FINAL test set of the answer judges (issue 20, item 4): new questions, in datasets and question
+styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
+
+Run from the repository root:
+
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
+    python benchmarks/judge_pairs/make_final.py draw    # final_outputs.jsonl -> final_candidates.jsonl (unlabelled)
+    python benchmarks/judge_pairs/make_final.py merge   # final_candidates.jsonl + final_labels.jsonl -> final.jsonl
+
+Questions: the hand-written `final_questions.jsonl` (`id`, `style`, `question`, `answer` = gold aliases; dataset
+"written") plus MMLU_N questions of MMLU's test split (dataset "mmlu", style "mmlu"), drawn with
+random.Random(MMLU_SEED) (the first MMLU_N of a shuffle) among questions short enough to ask free-form (no blank, no "Statement 1", no "all/none of
+the above" option, question <= 160 characters, every option <= 40 characters) and written as
+"QUESTION Options: A; B; C; D." (final periods of the options dropped) with the correct option's text as the only
+gold alias; LEFT_OUT lists rows left out after reading them (a wrong or uncheckable key, options naming letters).
+
+Generation (`gen`): the real SmolLM2-135M-Instruct (`load_model()`, CPU, float32), the toolkit's QA prompt
+(`build_prompt`), the toolkit's default decoding (`DecodingConfig()`: greedy + 5 samples, temperature 1.0, top-p
+0.95, top-k 50, 24 new tokens), `TransformersGenerator`, seed 0, each question keyed (and so seeded) by its id.
+
+Pairs (`draw`, standard library only, no judge run, no label seen):
+* greedy-sample: the greedy answer against every DISTINCT sample text that differs from it (a sample identical
+  to the greedy answer, or to an earlier sample, gives no pair), so each distinct pair is labelled once;
+* answer-gold: the greedy answer, and one distinct sample that differs from it: a sample that contains a gold
+  alias (token-bounded, case-insensitive) when the greedy answer contains none, else one drawn with
+  random.Random(DRAW_SEED). `b` is the alias the answer contains (the longest), else the first alias.
+Every pair has `part` "test", `pair_id` "final-NNNN", `dataset`, `style`, `question`, `a`, `b`, `aliases`,
+`source` (greedy / sample index); `merge` adds the hand `label` (0/1; null = dropped as ambiguous) and `category`.
+"""
+
+import argparse
+import csv
+import json
+import random
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from draw_pairs import gold_in  # noqa: E402
+
+QUESTIONS = HERE / "final_questions.jsonl"
+OUTPUTS, CANDIDATES, LABELS, MERGED = (HERE / f"final{s}.jsonl" for s in ("_outputs", "_candidates", "_labels", ""))
+MMLU_SEED, MMLU_N, DRAW_SEED = 2027, 25, 2028
+# MMLU rows left out before the draw, found when drawn questions were read (before any answer was generated): a
+# wrong answer key (the Federal National Mortgage Association is "Fannie Mae", not the keyed "FEMA"), a question
+# that needs its textbook chapter ("In this chapter's Senior View, Dr. Shealy advises you to"), and a key that could
+# not be checked (Lukianoff and Haidt's "blaming"), and an option that names other options by letter ("both A and B")
+LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_disputes/295", "mmlu/moral_disputes/114"}
+
+
+def mmlu_questions(mmlu_dir):
+    """MMLU_N test questions written as free-form questions with their options in the text."""
+    pool = []
+    for path in sorted(Path(mmlu_dir, "test").glob("*_test.csv")):
+        subject = path.name[:-len("_test.csv")]
+        with open(path, encoding="utf-8", newline="") as f:
+            for row_no, row in enumerate(csv.DictReader(f), start=2):
+                q, opts = row["question"].strip(), [row[f"choice{i}"].strip().rstrip(".") for i in range(4)]
+                if (len(q) > 160 or "_" in q or "Statement 1" in q or any(len(o) > 40 or not o for o in opts)
+                        or any(re.search(r"\b(all|none|both) of the", o, re.I) for o in opts)
+                        or len(set(o.lower() for o in opts)) < 4):
+                    continue
+                pool.append({"id": f"mmlu/{subject}/{row_no}", "style": "mmlu", "dataset": "mmlu",
+                             "question": f"{q} Options: {'; '.join(opts)}.",
+                             "answer": [opts[int(row["answer"])]]})
+    random.Random(MMLU_SEED).shuffle(pool)
+    return [q for q in pool if q["id"] not in LEFT_OUT][:MMLU_N]
+
+
+def questions(mmlu_dir):
+    written = [dict(json.loads(x), dataset="written") for x in QUESTIONS.read_text(encoding="utf-8").splitlines()
+               if x.strip()]
+    return written + mmlu_questions(mmlu_dir)
+
+
+def gen(mmlu_dir):
+    from elical.generation.base import DecodingConfig, build_prompt
+    from elical.generation.models import load_model
+    from elical.generation.prefix_sharing import TransformersGenerator
+    qs = questions(mmlu_dir)
+    print(len(qs), "questions", flush=True)
+    model, tok = load_model()
+    g = TransformersGenerator(model, tok, DecodingConfig(batch_size=8))
+    with open(OUTPUTS, "w", encoding="utf-8") as out:
+        for i in range(0, len(qs), 8):
+            batch = qs[i:i + 8]
+            gens = g.generate([build_prompt(tok, q["question"]) for q in batch], [q["id"] for q in batch], seed=0)
+            for q, r in zip(batch, gens):
+                out.write(json.dumps({"id": q["id"], "dataset": q["dataset"], "style": q["style"],
+                                      "question": q["question"], "answer": q["answer"],
+                                      "greedy": r.greedy_response, "samples": r.sampling_response},
+                                     ensure_ascii=False) + "\n")
+            print(i + len(batch), "/", len(qs), flush=True)
+
+
+def draw():
+    rng, n = random.Random(DRAW_SEED), 0
+    with open(CANDIDATES, "w", encoding="utf-8") as out:
+        def put(o, kind, a, b, source):
+            nonlocal n
+            out.write(json.dumps({"pair_id": f"final-{n:04d}", "part": "test", "kind": kind, "dataset": o["dataset"],
+                                  "style": o["style"], "question": o["question"], "a": a, "b": b,
+                                  "aliases": o["answer"], "source": source}, ensure_ascii=False) + "\n")
+            n += 1
+
+        for line in OUTPUTS.read_text(encoding="utf-8").splitlines():
+            o = json.loads(line)
+            a, aliases = o["greedy"], o["answer"]
+            first = {}  # distinct sample text -> index of its first occurrence
+            for i, s in enumerate(o["samples"]):
+                if s != a and s not in first:
+                    first[s] = i
+            for s, i in first.items():
+                put(o, "greedy-sample", a, s, f"sample {i}")
+            put(o, "answer-gold", a, gold_in(a, aliases) or aliases[0], "greedy")
+            if first:
+                with_gold = [s for s in first if gold_in(s, aliases)]
+                s = with_gold[0] if with_gold and not gold_in(a, aliases) else rng.choice(list(first))
+                put(o, "answer-gold", s, gold_in(s, aliases) or aliases[0], f"sample {first[s]}")
+    print(n, "candidates ->", CANDIDATES)
+
+
+def merge():
+    labels = {}
+    for x in LABELS.read_text(encoding="utf-8").splitlines():
+        if x.strip():
+            d = json.loads(x)
+            labels[d["pair_id"]] = d
+    kept = dropped = 0
+    with open(MERGED, "w", encoding="utf-8") as out:
+        for x in CANDIDATES.read_text(encoding="utf-8").splitlines():
+            c = json.loads(x)
+            lab = labels.get(c["pair_id"])
+            if lab is None:
+                raise SystemExit(f"{LABELS}: no label for {c['pair_id']}")
+            if lab["label"] is None:
+                dropped += 1
+                continue
+            c.update(b=lab.get("b", c["b"]), label=lab["label"], category=lab["category"])
+            out.write(json.dumps(c, ensure_ascii=False) + "\n")
+            kept += 1
+    print(kept, "pairs,", dropped, "dropped ->", MERGED)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cmd", choices=["gen", "draw", "merge"])
+    ap.add_argument("mmlu_dir", nargs="?", help="gen only: the MMLU folder (with test/*_test.csv)")
+    args = ap.parse_args()
+    if args.cmd == "gen":
+        if not args.mmlu_dir:
+            ap.error("gen needs the MMLU folder")
+        gen(args.mmlu_dir)
+    else:
+        {"draw": draw, "merge": merge}[args.cmd]()
