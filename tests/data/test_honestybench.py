@@ -48,7 +48,6 @@ def test_released_line_becomes_a_record(tmp_path):
     ({"consistency_judgement": [1, 0, 1, "yes"]}, "consistency_judgement"),
     ({"greedy_logprobs": [[-0.1]]}, "greedy_logprobs"),
     ({"answer": "Shakespeare"}, "answer"),
-    ({"answer": [""]}, "answer"),
     ({"question": ""}, "question"),
 ])
 def test_bad_lines_name_file_line_field(tmp_path, change, field):

@@ -23,16 +23,19 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from elical.fileio import atomic_path
-from elical.records import InputError, iter_json_lines, _json_default, greedy_text
+from elical.records import InputError, _json_default, greedy_text, iter_json_lines, warn
 
-__all__ = ["RELEASED_FIELDS", "from_released", "read_honestybench", "to_released", "write_honestybench"]
+__all__ = ["RELEASED_FIELDS", "REQUIRED_FIELDS", "from_released", "iter_released", "read_honestybench", "to_released",
+           "write_honestybench"]
 
 RELEASED_FIELDS = ("question", "answer", "greedy_response", "greedy_correctness", "greedy_tokens",
                    "greedy_cumulative_logprobs", "greedy_logprobs", "sampling_response", "sampling_correctness",
                    "consistency_judgement")
+#: Fields the ``--honestybench`` reader needs on every line: all ten of the release (N-Prob reads the token log-probs).
+REQUIRED_FIELDS = RELEASED_FIELDS
 
 
 def _is_num(v) -> bool:
@@ -60,12 +63,18 @@ def _binary(v) -> int | None:
     return None
 
 
+def _token_list(v) -> bool:
+    """Tokens as the released files hold them: strings, or integer token ids (some files store ids)."""
+    return isinstance(v, list) and all(isinstance(x, str) or (isinstance(x, int) and not isinstance(x, bool))
+                                       for x in v)
+
+
 def from_released(obj: dict, path: str | os.PathLike = "<input>", line: int | None = None, *,
-                  dataset: str | None = None, split: str = "test") -> dict:
+                  dataset: str | None = None, split: str = "test", strict: bool = False) -> dict:
     """One released HonestyBench line (a dict) as an elical record; ``path``/``line`` only name the source in
     errors.
 
-    Required: ``question`` (non-empty str), ``answer`` (list of str, empty aliases dropped, at least one left),
+    Required: ``question`` (non-empty str), ``answer`` (list of str, empty aliases dropped),
     ``greedy_response`` (str or one-element list of str), ``greedy_correctness`` (0/1 or bool). Optional, checked
     when present: ``greedy_tokens`` (list of str, bare or wrapped), ``greedy_logprobs`` (list of numbers, bare or
     wrapped, as long as ``greedy_tokens``), ``greedy_cumulative_logprobs`` (number or [number]; the sum of
@@ -74,11 +83,19 @@ def from_released(obj: dict, path: str | os.PathLike = "<input>", line: int | No
     ``id`` defaults to ``<dataset>/<line>``, ``dataset`` to the argument, ``split`` to the argument, ``prompt`` to
     None (the released files do not store it), ``meta`` to ``{"source": <file name>}``. Other keys are kept.
 
+    ``greedy_tokens`` may hold integer token ids (kept as their decimal strings: only their number matters to
+    N-Prob). ``strict`` (the ``--honestybench`` reader): every field of :data:`REQUIRED_FIELDS` must be present
+    (else the error's problem is ``"missing"``). A line whose aliases are all empty is kept with ``answer`` ``[]``
+    (its correctness comes from the file; the released CWQ dev set has such lines).
+
     Raises :class:`InputError` naming file, line and field.
     """
     def bad(field, problem):
         return InputError(path, line, field, problem)
 
+    missing = [f for f in (REQUIRED_FIELDS if strict else ()) if f not in obj]
+    if missing:
+        raise bad(missing[0], "missing")
     q = obj.get("question")
     if not isinstance(q, str) or not q.strip():
         raise bad("question", "missing or empty question" if not q else f"expected a string, got {type(q).__name__}")
@@ -86,8 +103,6 @@ def from_released(obj: dict, path: str | os.PathLike = "<input>", line: int | No
     if not _str_list(answer):
         raise bad("answer", f"expected a list of strings, got {json.dumps(answer)[:60]}")
     aliases = [a for a in answer if a.strip()]
-    if not aliases:
-        raise bad("answer", "no non-empty gold answer")
     greedy = _unwrap(obj.get("greedy_response"), lambda v: isinstance(v, str))
     if not isinstance(greedy, str):
         raise bad("greedy_response", "expected a string or a one-element list of strings, got "
@@ -95,9 +110,11 @@ def from_released(obj: dict, path: str | os.PathLike = "<input>", line: int | No
     correct = _binary(obj.get("greedy_correctness"))
     if correct is None:
         raise bad("greedy_correctness", f"expected 0 or 1, got {json.dumps(obj.get('greedy_correctness'))}")
-    tokens = _unwrap(obj.get("greedy_tokens", []), _str_list)
-    if not _str_list(tokens):
-        raise bad("greedy_tokens", "expected a list of strings (or a one-element list of such lists)")
+    tokens = _unwrap(obj.get("greedy_tokens", []), _token_list)
+    if not _token_list(tokens):
+        raise bad("greedy_tokens", "expected a list of tokens, strings or integer ids (or a one-element list of "
+                  "such lists)")
+    tokens = [t if isinstance(t, str) else str(int(t)) for t in tokens]
     lps = _unwrap(obj.get("greedy_logprobs", []), _num_list)
     if not _num_list(lps) or not all(math.isfinite(x) for x in lps):
         raise bad("greedy_logprobs", "expected a list of finite numbers (or a one-element list of such lists)")
@@ -135,22 +152,42 @@ def from_released(obj: dict, path: str | os.PathLike = "<input>", line: int | No
     return rec
 
 
+def iter_released(path: str | os.PathLike, dataset: str | None = None, split: str = "test", *,
+                  strict: bool = False, lines=None, quiet: bool = False) -> Iterator[tuple[int, dict]]:
+    """``(line number, record)`` for each line of a released HonestyBench file, one line in memory at a time.
+
+    ``lines``: a set of line numbers to return (the others are still parsed and checked, not kept); None: all.
+    Lines whose aliases are all empty strings, or hold some, are counted and reported in one warning per file
+    after the last line (none with ``quiet``: a second pass over a file already read). See :func:`from_released`
+    for ``dataset``, ``split`` and ``strict``. Raises
+    :class:`InputError` naming file, line and field for a malformed line or a duplicate id.
+    """
+    path = Path(path)
+    seen, empties = {}, []
+    for lineno, obj in iter_json_lines(path):
+        rec = from_released(obj, path, lineno, dataset=dataset, split=split, strict=strict)
+        if rec["id"] in seen:
+            raise InputError(path, lineno, "id", f"duplicate id {rec['id']!r} (first on line {seen[rec['id']]})")
+        seen[rec["id"]] = lineno
+        if isinstance(obj.get("answer"), list) and len(rec["answer"]) < len(obj["answer"]):
+            empties.append((lineno, not rec["answer"]))
+        if lines is None or lineno in lines:
+            yield lineno, rec
+    if empties and not quiet:
+        bare = [n for n, none_left in empties if none_left]
+        warn(f"{path}: empty-string gold aliases dropped on {len(empties)} line(s), first line {empties[0][0]}"
+             + (f"; {len(bare)} line(s) with no alias left (first {bare[0]}) keep answer [] and the file's "
+                "correctness" if bare else ""))
+
+
 def read_honestybench(path: str | os.PathLike, dataset: str | None = None, split: str = "test") -> list[dict]:
     """Read a released HonestyBench JSONL file (or one written by :func:`write_honestybench`) as elical records.
 
     ``dataset`` defaults to the line's own ``dataset`` field, else the name of the file's folder; ``split`` to
     the line's own field, else ``"test"``. Raises :class:`InputError` naming file, line and field for a malformed
-    line (see :func:`from_released`) or duplicate ids.
+    line (see :func:`from_released`) or duplicate ids. Empty-string aliases are dropped with one warning per file.
     """
-    path = Path(path)
-    out, seen = [], {}
-    for lineno, obj in iter_json_lines(path):
-        rec = from_released(obj, path, lineno, dataset=dataset, split=split)
-        if rec["id"] in seen:
-            raise InputError(path, lineno, "id", f"duplicate id {rec['id']!r} (first on line {seen[rec['id']]})")
-        seen[rec["id"]] = lineno
-        out.append(rec)
-    return out
+    return [rec for _, rec in iter_released(path, dataset, split)]
 
 
 def to_released(record: dict) -> dict:

@@ -40,11 +40,15 @@ def align_by_id(ids: Sequence[str], rows: Sequence[dict], method: str) -> np.nda
 
 
 def score_methods(records: Sequence[dict], confidences: dict[str, np.ndarray], *, dev_fraction: float = 0.2,
-                  seed: int = 0, n_resamples: int = 1000) -> dict[str, dict[str, dict]]:
+                  seed: int = 0, n_resamples: int = 1000,
+                  alignment_protocol: str = "elical") -> dict[str, dict[str, dict]]:
     """Metrics of every method on the group "all" and, with several datasets, on each dataset.
 
     records : evaluation records (``id``, ``dataset``, ``greedy_correctness``), length n.
     confidences : {method: ndarray of shape (n,)}, aligned with ``records`` (see :func:`align_by_id`).
+    alignment_protocol : "elical" (the default), or "paper": each method's dict also gets ``alignment_paper``,
+    ``n_dev_paper`` and ``threshold_paper`` (a dataset) or ``thresholds_paper`` (the group "all": per dataset),
+    from :mod:`elical.evaluation.paper` on the records in the given order (each dataset's own first 20 %).
     Returns {group: {method: :func:`elical.evaluation.metrics.evaluate_confidence` dict}}.
     Raises ValueError (from the metrics) for a bad confidence array, naming the method and group."""
     from elical.evaluation.metrics import evaluate_confidence
@@ -65,7 +69,23 @@ def score_methods(records: Sequence[dict], confidences: dict[str, np.ndarray], *
                     y[mask], c[mask], dev_fraction=dev_fraction, seed=seed, n_resamples=n_resamples)
             except ValueError as exc:
                 raise ValueError(f"method {method}, group {group}: {exc}") from None
+            if alignment_protocol == "paper":
+                out[group][method].update(_paper_row(y[mask], c[mask], ds[mask], dev_fraction))
+            elif alignment_protocol != "elical":
+                raise ValueError(f"alignment_protocol must be 'elical' or 'paper', got {alignment_protocol!r}")
     return out
+
+
+def _paper_row(y: np.ndarray, c: np.ndarray, ds: np.ndarray, dev_fraction: float) -> dict:
+    from elical.evaluation.paper import paper_alignment_grouped
+
+    r = paper_alignment_grouped(y, c, ds, dev_fraction)
+    row = {"alignment_paper": r["alignment"], "n_dev_paper": r["n_dev"]}
+    if len(r["thresholds"]) == 1:
+        row["threshold_paper"] = next(iter(r["thresholds"].values()))
+    else:
+        row["thresholds_paper"] = r["thresholds"]
+    return row
 
 
 def write_predictions(path: str | os.PathLike, records: Sequence[dict], confidences: dict[str, np.ndarray]) -> None:

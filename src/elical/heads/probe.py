@@ -29,7 +29,7 @@ from elical.fileio import atomic_path, write_text_atomic
 from elical.heads.streaming import FeatureFile, check_features, feature_scaler, iter_batches, map_chunks
 from elical.heads.validation import MIN_SAMPLES_FOR_VALIDATION, _check_y, holdout_split
 
-__all__ = ["ProbeHead"]
+__all__ = ["ProbeHead", "mlp_widths"]
 
 _KINDS = ("linear", "mlp")
 _FORMAT = "elical.ProbeHead"
@@ -37,11 +37,25 @@ _FORMAT_VERSION = 1
 _EVAL_CHUNK = 16384  # rows per forward pass when predicting; bounds memory for the mlp's hidden layer
 
 
-def _build_net(kind: str, n_features: int, hidden_size: int, generator: torch.Generator) -> torch.nn.Sequential:
+def mlp_widths(n_features: int, hidden_size: int | None = None) -> tuple[int, ...]:
+    """Widths of the mlp head's layers after the input: the official shape ``(H // 2, H // 4, 1)`` of
+    ``train_mlp.py`` (Ni et al., arXiv 2510.17509) when ``hidden_size`` is None, else ``(hidden_size, 1)``."""
+    if hidden_size is None:
+        return max(1, n_features // 2), max(1, n_features // 4), 1
+    return hidden_size, 1
+
+
+def _build_net(kind: str, n_features: int, hidden_size: int | None, generator: torch.Generator) -> torch.nn.Sequential:
     # skip_init builds the layers without nn.Linear's own reset_parameters, which would draw from the global RNG;
     # the initialisation is then PyTorch's default (Kaiming-uniform weights, uniform bias), drawn from `generator`.
     if kind == "linear":
         layers = [torch.nn.utils.skip_init(torch.nn.Linear, n_features, 1)]
+    elif hidden_size is None:  # the official MLP: Linear, ReLU, Linear, ReLU, Linear (keys 0.*, 2.*, 4.*)
+        layers, width = [], n_features
+        for out in mlp_widths(n_features):
+            layers += [torch.nn.utils.skip_init(torch.nn.Linear, width, out), torch.nn.ReLU()]
+            width = out
+        layers = layers[:-1]
     else:
         layers = [
             torch.nn.utils.skip_init(torch.nn.Linear, n_features, hidden_size),
@@ -75,9 +89,12 @@ class ProbeHead(BaseEstimator):
     Parameters
     ----------
     kind : {"linear", "mlp"}
-        ``"linear"``: Linear -> sigmoid (the paper's head). ``"mlp"``: Linear -> ReLU -> Linear -> sigmoid.
-    hidden_size : int
-        Width of the mlp's hidden layer (ignored for ``"linear"``).
+        ``"linear"``: Linear -> sigmoid (the paper's head). ``"mlp"``: the official code's MLP head (the paper's
+        frozen-backbone ablation, ``train_mlp.py``): Linear(H, H/2) -> ReLU -> Linear(H/2, H/4) -> ReLU ->
+        Linear(H/4, 1) -> sigmoid, H the number of features (integer division).
+    hidden_size : int or None
+        None (default): the official mlp shape above. An int: one hidden layer of that width instead
+        (Linear -> ReLU -> Linear -> sigmoid; not loadable by the official class). Ignored for ``"linear"``.
     learning_rate, weight_decay : float
         AdamW step size (peak, after warm-up) and decoupled weight decay (paper: 0.1).
     batch_size : int
@@ -125,7 +142,7 @@ class ProbeHead(BaseEstimator):
         Validation MSE of the kept weights (None without validation: the last epoch's weights are kept).
     """
 
-    def __init__(self, kind="linear", hidden_size=256, learning_rate=1e-3, weight_decay=0.1, batch_size=256,
+    def __init__(self, kind="linear", hidden_size=None, learning_rate=1e-3, weight_decay=0.1, batch_size=256,
                  max_epochs=200, patience=10, tol=1e-5, warmup_ratio=0.1, validation_fraction=0.2,
                  epochs_without_validation=20, validation="holdout", cv_folds=5, random_state=0):
         self.kind = kind
@@ -148,6 +165,8 @@ class ProbeHead(BaseEstimator):
             raise ValueError(f"kind must be one of {_KINDS}, got {self.kind!r}")
         for name in ("hidden_size", "batch_size", "patience"):
             value = getattr(self, name)
+            if name == "hidden_size" and value is None:
+                continue
             if not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         for name in ("max_epochs", "epochs_without_validation"):

@@ -288,8 +288,10 @@ def export_head(head_dir, output_dir) -> Path:
     """Write one of our heads (a directory ``elical run`` writes under ``RUN/heads/<name>/``) in the reference format.
 
     ``output_dir`` gets ``vector_head_linear.pt`` (linear probe or LoRA head) or ``vector_head_mlp.pt`` (mlp probe:
-    keys ``0.*``, ``2.*``, ``4.*``; our Linear-ReLU-Linear with an identity Linear(h, h) as the middle layer, exact
-    because ReLU output is non-negative), the standardisation folded into the first Linear layer; ``lora/`` (peft
+    keys ``0.*``, ``2.*``, ``4.*``; the default mlp has the official shape H -> H/2 -> H/4 -> 1 and loads into the
+    official ``train_mlp.py`` class; an mlp with an explicit ``hidden_size`` is written as Linear-ReLU-Linear with an
+    identity Linear(h, h) in the middle, exact because ReLU output is non-negative, which elical reads but the
+    official class does not), the standardisation folded into the first Linear layer; ``lora/`` (peft
     adapter with backbone-relative keys, as the reference saves it) for a LoRA head; and :data:`EXPORT_JSON` with the
     base model, layer, prompt instruction and token. Returns ``output_dir``.
 
@@ -326,6 +328,10 @@ def export_head(head_dir, output_dir) -> Path:
             w, b = _fold(net[0].weight.detach(), net[0].bias.detach(), head.mean_, head.scale_)
             if len(net) == 1:
                 kind, tensors_out = "linear", {"weight": w, "bias": b}
+            elif len(net) == 5:  # the official shape already: Linear(H, H/2), ReLU, Linear(H/2, H/4), ReLU, Linear
+                kind = "mlp"
+                tensors_out = {"0.weight": w, "0.bias": b, **{f"{i}.{p}": getattr(net[i], p).detach().float().clone()
+                                                              for i in (2, 4) for p in ("weight", "bias")}}
             else:
                 width = w.shape[0]
                 kind = "mlp"

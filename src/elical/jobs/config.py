@@ -185,6 +185,17 @@ class RunConfig:
                                  action="store_true")
     dev_fraction: float = _opt(0.2)
     n_bootstrap: int = _opt(1000)
+    # a released HonestyBench directory (elical.jobs.released): its answers and verdicts, no generation, no judge
+    honestybench: str | None = _opt(None, "--honestybench", "the released HonestyBench files of one model "
+                                    "(<dataset>/<split>.jsonl): their answers and verdicts, no generation and no "
+                                    "judge; --model gives the hidden states only; every dataset found there unless "
+                                    "--datasets names some (docs/models.md)", convert=_abspath, metavar="DIR")
+    rejudge: bool = _opt(False, "--rejudge", "with --honestybench: judge the released answers again with elical's "
+                         "judges", action="store_true")
+    # "paper": the paper's Alignment reported beside elical's (elical.evaluation.paper)
+    alignment_protocol: str = _opt("elical", "--alignment-protocol", "paper: also report Alignment under the "
+                                   "paper's protocol (first 20 %% of each file as dev, grid 0.01-0.99) beside "
+                                   "elical's (docs/metrics.md)", choices=("elical", "paper"))
 
 
 #: Fields a resumed run may change: they decide how fast, not what (answers do not depend on the batch; streamed

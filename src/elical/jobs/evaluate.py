@@ -259,7 +259,8 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
     datasets = sorted({str(r.get("dataset", "")) for r in records})
     try:
         metrics = score_methods(records, conf, dev_fraction=float(cfg.get("dev_fraction", 0.2)),
-                                seed=int(cfg.get("seed", 0)), n_resamples=int(cfg.get("n_bootstrap", 1000)))
+                                seed=int(cfg.get("seed", 0)), n_resamples=int(cfg.get("n_bootstrap", 1000)),
+                                alignment_protocol=str(cfg.get("alignment_protocol", "elical")))
     except ValueError as exc:
         raise InputError(rec_path, None, "confidence", str(exc)) from None
 
@@ -276,9 +277,10 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
 
     write_predictions(pred_path, records, conf)
     write_json_atomic(res_path, results)
-    from elical.evaluation.tables import format_table
+    from elical.evaluation.tables import alignment_protocol_tables, format_table
 
     title = f"{', '.join(datasets)}: {len(records)} eval questions"
     table = "\n".join(format_table(_complete(t), title if g == "all" else g) for g, t in merged.items())
+    table += alignment_protocol_tables(merged)  # a run made with --alignment-protocol paper keeps both
     write_text_atomic(run_dir / "table.md", table)
     return results

@@ -143,7 +143,9 @@ def stage_heads(run_dir: Path, records: list[dict], feats, cfg, model=None, tok=
         X_pool, X_test = feats[train], feats[~train]
         stages = HEADS.create(cfg.head, random_state=cfg.seed)
     if model_json is None and tag is None:
-        model_json = {"model": cfg.model, "layer": cfg.layer}
+        from elical.jobs.released import instruction_of
+
+        model_json = {"model": cfg.model, "layer": cfg.layer, "instruction": instruction_of(cfg)}
     store = HeadStore(run_dir, cfg, inputs, model, tok)
     suffix = f".{tag_slug(tag)}" if tag else ""
     ids = [r["id"] for r in pool]

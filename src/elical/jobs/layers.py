@@ -229,12 +229,14 @@ def stage_layer_heads(run_dir, records: list[dict], sets: dict[tuple[int, str], 
     import time
 
     from elical.jobs.heads_stage import stage_heads
+    from elical.jobs.released import instruction_of
 
     preds: dict[str, np.ndarray] = {}
     for (layer, pooling), feats in sets.items():
         t0 = time.time()
         got, _ = stage_heads(run_dir, records, feats, cfg, tag=layer_tag(layer, pooling), cal_only_all=False,
-                             model_json={"model": cfg.model, "layer": layer, "pooling": pooling})
+                             model_json={"model": cfg.model, "layer": layer, "pooling": pooling,
+                                         "instruction": instruction_of(cfg)})
         preds.update(got)
         if progress:
             print(f"heads [{layer_tag(layer, pooling)}]: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)

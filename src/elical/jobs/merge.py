@@ -1,5 +1,6 @@
-"""``elical merge`` and ``elical export``: join the ``--shard`` files of a build; write a build in the released
-HonestyBench layout (see :mod:`elical.jobs.build` and ``docs/build.md``)."""
+"""``elical merge``: join the ``--shard`` files of a build; :func:`export`, a build in the released HonestyBench
+layout (the ``elical export`` command is :mod:`elical.jobs.export`; see :mod:`elical.jobs.build` and
+``docs/build.md``)."""
 
 from __future__ import annotations
 
@@ -127,17 +128,8 @@ def _cmd_merge(args) -> int:
     return 0
 
 
-def _cmd_export(args) -> int:
-    export(args.build_dir, args.output)
-    return 0
-
-
 def register(sub) -> None:
-    """Add the ``merge`` and ``export`` subcommands to the ``elical`` parser."""
+    """Add the ``merge`` subcommand to the ``elical`` parser (``export``: :mod:`elical.jobs.export`)."""
     m = sub.add_parser("merge", help="join the --shard files of a build; refuses overlapping or missing ids")
     m.add_argument("build_dir")
     m.set_defaults(handler=_cmd_merge)
-    e = sub.add_parser("export", help="write a build's records in the released HonestyBench layout")
-    e.add_argument("build_dir")
-    e.add_argument("--output", required=True, help="destination directory (<dataset>/<split>.jsonl)")
-    e.set_defaults(handler=_cmd_export)

@@ -159,12 +159,13 @@ def _make_generator(cfg: RunConfig, model, tok, decoding, options: dict):
 
 
 def _stage_estimators(run_dir: Path, test: list[dict], pool: list[dict], cfg: RunConfig, annotator, model, tok,
-                      progress: bool) -> tuple[dict, dict, dict]:
+                      progress: bool, names=None) -> tuple[dict, dict, dict]:
     """Training-free estimators on the evaluation records (model-based ones too unless turned off) and the
     record-based ones on the pool (for the calibrated baselines). Semantic entropy clusters with the run's own
     equivalence judge. Kept in ``estimators.json`` with a fingerprint of their inputs (the records' answers,
     log-probs and judgements, the model, the judge, the seed), so ``--resume`` reuses them when those match.
-    Returns ({name: test confidences}, {name: info}, {name: pool scores})."""
+    ``names``: the record-based estimators to run (default all). Returns ({name: test confidences}, {name: info},
+    {name: pool scores})."""
     import hashlib
 
     from elical.jobs.evaluate import model_estimates, record_estimates
@@ -182,14 +183,15 @@ def _stage_estimators(run_dir: Path, test: list[dict], pool: list[dict], cfg: Ru
             return as_arrays(saved["test"]), saved["info"], as_arrays(saved["pool"])
     except (OSError, ValueError, KeyError):
         pass
-    confidences = record_estimates(test, equivalent=annotator.semantic)
+    equivalent = annotator.semantic if annotator is not None else None
+    confidences = record_estimates(test, names, equivalent=equivalent)
     info = {}
-    if cfg.model_estimators:
+    if cfg.model_estimators and not cfg.honestybench:  # Verbal decodes; released runs never do
         estimates = model_estimates(model, tok, test, pool, k=8, seed=cfg.seed, batch_size=cfg.batch_size,
                                     progress=progress)
         confidences.update({name: e.confidence for name, e in estimates.items()})
         info = {name: e.info for name, e in estimates.items()}
-    pool_scores = record_estimates(pool, equivalent=annotator.semantic)
+    pool_scores = record_estimates(pool, names, equivalent=equivalent)
     as_lists = lambda d: {k: [float(x) for x in v] for k, v in d.items()}  # noqa: E731
     write_json_atomic(path, {"fingerprint": fingerprint, "test": as_lists(confidences), "info": info,
                              "pool": as_lists(pool_scores)})
@@ -219,7 +221,7 @@ def _stage_evaluate(run_dir: Path, test_records: list[dict], confidences: dict[s
     from elical.evaluation.scoring import score_methods, write_predictions
 
     results = score_methods(test_records, confidences, dev_fraction=cfg.dev_fraction, seed=cfg.seed,
-                            n_resamples=cfg.n_bootstrap)
+                            n_resamples=cfg.n_bootstrap, alignment_protocol=cfg.alignment_protocol)
     write_predictions(run_dir / "predictions.jsonl", test_records, confidences)
     return results
 
@@ -248,9 +250,19 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     # every input check before the model is loaded and before anything is written
     check_sizes(cfg.n_train, cfg.n_eval, cfg.k_values)
     parse_pooling_arg(cfg.pooling)
-    questions = select_run_questions(load_questions(cfg.datasets, cfg.data_dir, cfg.mmlu_dir), cfg.n_train, cfg.n_eval,
-                                     cfg.seed, extra_pool=cfg.pool_datasets or ())
-    options = _backend_options(cfg)
+    if cfg.alignment_protocol not in ("elical", "paper"):
+        raise InputError("--alignment-protocol", None, "--alignment-protocol", "expected elical or paper")
+    if cfg.rejudge and not cfg.honestybench:
+        raise InputError("--rejudge", None, "--rejudge", "judges the released answers of --honestybench DIR")
+    released = None
+    if cfg.honestybench:  # the released answers and verdicts: every line checked here, before the model loads
+        from elical.jobs.released import check_released
+
+        questions, released = check_released(cfg)
+    else:
+        questions = select_run_questions(load_questions(cfg.datasets, cfg.data_dir, cfg.mmlu_dir), cfg.n_train,
+                                         cfg.n_eval, cfg.seed, extra_pool=cfg.pool_datasets or ())
+    options = {} if cfg.honestybench else _backend_options(cfg)
     # under `torchrun` / `accelerate launch` (docs/scaling.md): rank 0 annotates, extracts features and runs the
     # estimators; the other ranks wait, then read them from the run directory; every rank trains the heads together
     reps = replicas()
@@ -264,23 +276,33 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     extra_sets = _check_study(cfg, model)
     control_model = check_controls(cfg)
     run_dir = prepare_run_dir(run_dir, cfg, resume)
-    decoding = DecodingConfig(n_samples=cfg.n_samples, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
-    generator = _make_generator(cfg, model, tok, decoding, options)
     llm = "llm" in (cfg.correctness_judge, cfg.equivalence_judge)
-    annotator = Annotator.default(None if llm else cfg.semantic_model, correctness=cfg.correctness_judge,
-                                  equivalence=cfg.equivalence_judge, model=model, tokenizer=tok,
-                                  judge_model=cfg.semantic_model if llm else None, judge_base_url=cfg.judge_base_url,
-                                  judge_with_qa_model=cfg.judge_with_qa_model)
-    meta = {"model": cfg.model, "seed": cfg.seed, "decoding": decoding_meta(generator),
-            "judges": annotator.describe()}
-    if cfg.build_dir:
-        from elical.jobs.reuse import reuse_build
-
-        reuse_build(cfg.build_dir, questions, run_dir / "records" / "annotations.jsonl", meta=meta)
+    annotator = None if cfg.honestybench and not cfg.rejudge else Annotator.default(
+        None if llm else cfg.semantic_model, correctness=cfg.correctness_judge, equivalence=cfg.equivalence_judge,
+        model=model, tokenizer=tok, judge_model=cfg.semantic_model if llm else None,
+        judge_base_url=cfg.judge_base_url, judge_with_qa_model=cfg.judge_with_qa_model)
     fresh = {}  # the last prompt token's states from the decoder's prefill (transformers backend)
-    records = annotate(questions, generator, annotator, run_dir / "records" / "annotations.jsonl", seed=cfg.seed,
-                       meta=meta, progress=progress, hidden_layers=prefill_layers(cfg, model.config.num_hidden_layers) if extra_sets else (cfg.layer,),
-                       hidden_states=fresh)
+    estimator_names = None
+    if cfg.honestybench:  # no generator at all: the hidden states come from one prefill pass (_stage_features)
+        from elical.jobs.released import RELEASED_ESTIMATORS, annotate_released
+
+        records = annotate_released(questions, cfg, tok, run_dir / "records" / "annotations.jsonl", annotator,
+                                    progress, model_meta={"model": cfg.model})
+        estimator_names = RELEASED_ESTIMATORS + (("SE-Discrete",) if cfg.rejudge else ())
+    else:
+        decoding = DecodingConfig(n_samples=cfg.n_samples, max_new_tokens=cfg.max_new_tokens,
+                                  batch_size=cfg.batch_size)
+        generator = _make_generator(cfg, model, tok, decoding, options)
+        meta = {"model": cfg.model, "seed": cfg.seed, "decoding": decoding_meta(generator),
+                "judges": annotator.describe()}
+        if cfg.build_dir:
+            from elical.jobs.reuse import reuse_build
+
+            reuse_build(cfg.build_dir, questions, run_dir / "records" / "annotations.jsonl", meta=meta)
+        records = annotate(questions, generator, annotator, run_dir / "records" / "annotations.jsonl",
+                           seed=cfg.seed, meta=meta, progress=progress, hidden_states=fresh,
+                           hidden_layers=prefill_layers(cfg, model.config.num_hidden_layers) if extra_sets
+                           else (cfg.layer,))
     timings["generate_and_judge_s"] = time.time() - t0
     t1 = time.time()
     feats = _stage_features(run_dir, records, model, tok, cfg, fresh, progress)
@@ -301,7 +323,7 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     test_records = [r for r in records if r["split"] == "test"]
     t1 = time.time()
     confidences, estimator_info, pool_scores = _stage_estimators(run_dir, test_records, pool, cfg, annotator,
-                                                                 model, tok, progress)
+                                                                 model, tok, progress, estimator_names)
     timings["estimators_s"] = time.time() - t1
     if reps.is_main:
         reps.barrier()  # releases the other ranks (a no-op in one process)
@@ -337,7 +359,7 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
         pool_scores, {name: confidences[name] for name in pool_scores}, label_targets(pool, cfg.target),
         label_sets(len(pool), cfg)))
     timings["calibrated_baselines_s"] = time.time() - t1
-    from elical.evaluation.tables import format_table, headline_methods
+    from elical.evaluation.tables import alignment_protocol_tables, format_table, headline_methods
 
     metrics = _stage_evaluate(run_dir, test_records, confidences, cfg)
     timings["total_s"] = time.time() - t0
@@ -349,6 +371,9 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
         "estimators": {"training_free": training_free, "model_based": estimator_info},
         "results": metrics,
     }
+    if released is not None:
+        results["honestybench"] = {"dir": cfg.honestybench, "datasets": released,
+                                   "judged_by": "elical (--rejudge)" if cfg.rejudge else "released"}
     if cfg.controls:
         results["controls"] = {"shuffled_labels": probe, "question_embedding": probe and "all-MiniLM-L6-v2",
                                "control_model": control_model, "probe_heads_only": True}
@@ -357,9 +382,10 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
 
         layers_md, results["layers"] = layer_table(metrics, cfg, model.config.num_hidden_layers)
     write_json_atomic(run_dir / "results.json", results)
-    title = (f"{', '.join(cfg.datasets)}: {len(test_records)} eval questions, pool {len(pool)}, "
+    title = (f"{', '.join(released or cfg.datasets)}: {len(test_records)} eval questions, pool {len(pool)}, "
              f"greedy accuracy {results['sizes']['eval_accuracy']:.1%}")
     table = format_table(metrics["all"], title, methods=headline_methods(metrics["all"]))
+    table += alignment_protocol_tables(metrics)  # with --alignment-protocol paper: both protocols, per group
     if extra_sets:
         (run_dir / "layers.md").write_text(layers_md, encoding="utf-8")
         table += "\n" + layers_md

@@ -101,13 +101,17 @@ def run_study(preset: str, output, *, seeds=None, k_values=None, targets=_TARGET
     from elical.study.tables import format_study
 
     p = STUDY_PRESETS[preset]
-    data_dir = data_dir or _default_dir("honestybench-qa")
-    mmlu_dir = mmlu_dir or _default_dir("mmlu")
-    if not data_dir:
+    released = run_overrides.get("honestybench")
+    data_dir = data_dir or (None if released else _default_dir("honestybench-qa"))
+    mmlu_dir = mmlu_dir or (None if released else _default_dir("mmlu"))
+    if not data_dir and not released:
         raise InputError("--data-dir", None, "--data-dir", "no HonestyBench QA directory found at "
                          "../shared/data/honestybench-qa; pass --data-dir")
     datasets = p.datasets if mmlu_dir else tuple(d for d in p.datasets if d != "mmlu")
-    cfg = p.run_config(os.path.abspath(data_dir), os.path.abspath(mmlu_dir) if mmlu_dir else None, **run_overrides)
+    if released:  # the released files' datasets (all of them), their answers and verdicts (elical.jobs.released)
+        datasets, run_overrides = (), {**run_overrides, "honestybench": os.path.abspath(released)}
+    cfg = p.run_config(os.path.abspath(data_dir) if data_dir else None, os.path.abspath(mmlu_dir) if mmlu_dir
+                       else None, **run_overrides)
     cfg = type(cfg)(**{**asdict(cfg), "datasets": datasets})
     seeds = [int(s) for s in (seeds if seeds is not None else p.seeds)]
     k_values = list(k_values if k_values is not None else p.k_values)
@@ -197,7 +201,9 @@ def _handler(args) -> int:
     overrides |= {"model": args.model, "head": args.head, "device": args.device, "backend": args.backend,
                  "base_url": args.base_url, "batch_size": args.batch_size,
                  "equivalence_judge": args.equivalence_judge, "correctness_judge": args.correctness_judge,
-                 "semantic_model": args.judge_model, "judge_base_url": args.judge_base_url}
+                 "semantic_model": args.judge_model, "judge_base_url": args.judge_base_url,
+                 "honestybench": args.honestybench, "rejudge": args.rejudge or None,
+                 "alignment_protocol": args.alignment_protocol}
     study = run_study(args.preset, out, seeds=seeds, k_values=k_values, targets=targets,
                       n_bootstrap=args.n_bootstrap, resume=args.resume, progress=not args.quiet,
                       data_dir=args.data_dir, mmlu_dir=args.mmlu_dir,
@@ -241,5 +247,10 @@ def register(subparsers) -> None:
     p.add_argument("--correctness-judge", choices=correctness_names())
     p.add_argument("--judge-model", help="judge model (see elical run --help)")
     p.add_argument("--judge-base-url", help="llm judge: an OpenAI-compatible server")
+    p.add_argument("--honestybench", metavar="DIR", help="the released HonestyBench files of one model instead of "
+                   "generating and judging: --model gives the hidden states only (docs/models.md)")
+    p.add_argument("--rejudge", action="store_true", help="with --honestybench: judge the released answers again")
+    p.add_argument("--alignment-protocol", choices=["elical", "paper"],
+                   help="paper: the run also reports the paper's Alignment protocol (docs/metrics.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(handler=_handler)
