@@ -18,6 +18,7 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from elical.evaluation import METRICS
 from elical.evaluation.decision import decision_metrics, percentile_interval
+from elical.evaluation.paper import paper_alignment
 
 _STRATEGIES = ("uniform", "quantile")
 # Metrics whose interval evaluate_confidence computes (alignment and the decision metrics: over the test part):
@@ -322,19 +323,15 @@ def best_threshold(y, confidence) -> float:
 def alignment(y, confidence, dev_fraction: float = 0.2, seed: int = 0, protocol: str = "elical") -> dict:
     """Alignment with the threshold chosen on a held-out dev part (EliCal Sec. 5).
 
-    ``protocol="elical"`` (leak-free): ``perm = np.random.default_rng(seed).permutation(n)``; its first ``n_dev =
-    round(dev_fraction * n)`` (clipped to [1, n-1]) indices are the dev part, the rest the test part; threshold:
-    :func:`best_threshold` on the dev part. ``protocol="paper"``: the official code's protocol (the first
-    ``int(dev_fraction * n)`` questions in the given order as dev, a 0.01-0.99 grid with a 0.5 fall-back;
-    :func:`elical.evaluation.paper.paper_alignment`; ``seed`` unused). Alignment: :func:`alignment_accuracy` on
-    the test part. y : ndarray of shape (n,), 0/1, n >= 2. confidence : ndarray of shape (n,), in [0, 1].
-    Returns {"alignment": float, "threshold": float, "n_dev": int, "n_test": int}.
-    Raises ValueError on invalid input, n < 2, dev_fraction outside (0, 1) or an unknown protocol.
+    ``protocol="elical"`` (leak-free): dev part = the first ``round(dev_fraction * n)`` (clipped to [1, n-1])
+    indices of ``np.random.default_rng(seed).permutation(n)``, threshold = :func:`best_threshold` on it; ``"paper"``:
+    the official code's (:mod:`elical.evaluation.paper`). Alignment = :func:`alignment_accuracy` on the rest.
+    y : ndarray (n,), 0/1, n >= 2. confidence : ndarray (n,) in [0, 1]. Returns {"alignment", "threshold",
+    "n_dev", "n_test"}. Raises ValueError on invalid input, n < 2, dev_fraction outside (0, 1), an unknown protocol.
     """
     y, c = _check(y, confidence)
     dev_fraction = _check_fraction("dev_fraction", dev_fraction)
-    if protocol != "elical":  # the paper's protocol, or a ValueError for an unknown one
-        from elical.evaluation.paper import paper_alignment
+    if protocol != "elical":  # the paper's protocol (a ValueError for an unknown one)
         return paper_alignment(y, c, dev_fraction, protocol=protocol)
     dev, test = _split(y.shape[0], dev_fraction, seed)
     threshold = _best_threshold(y[dev], c[dev])
