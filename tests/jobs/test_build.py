@@ -154,6 +154,22 @@ def test_export_round_trip(reference, tmp_path, capsys):
     assert "exists" in capsys.readouterr().err and (dest / "facts" / "test.jsonl").read_bytes() == before
 
 
+def test_export_official_layout_of_a_build(reference, tmp_path):
+    dest = tmp_path / "official"
+    assert main(["export", str(reference), "--output", str(dest), "--layout", "official", "--model-name", "M"]) == 0
+    recs = read_records(reference / "facts" / "test.jsonl")
+    folder = dest / "M" / "facts" / "test_data" / "long_qa"
+    stem = "facts_test_M_long_qa"
+    greedy = [json.loads(x) for x in (folder / f"{stem}_0.0_0.95_50_sample_1.jsonl").read_text().splitlines()]
+    judge = [json.loads(x) for x in (folder / f"{stem}_0.0_0.95_50_sample_1_long_qa_judge.jsonl").read_text()
+             .splitlines()]
+    n = len(recs[0]["sampling_response"])
+    consis = (folder / f"{stem}_1.0_0.95_50_sample_{n}_for_greedy_consistency_res.jsonl").read_text().splitlines()
+    assert [g["response"] for g in greedy] == [[r["greedy_response"]] for r in recs]
+    assert [j["response"] for j in judge] == [["Yes" if r["greedy_correctness"] else "No"] for r in recs]
+    assert len(consis) == n * len(recs) and not (dest / "M" / "eval").exists()  # a build has no confidences
+
+
 def test_config_mismatch_and_foreign_directory(reference, tmp_path, capsys):
     before = (reference / "facts" / "test.jsonl").read_bytes()
     args = [a if a != "2" else "3" for a in ARGS]  # --n-samples 3

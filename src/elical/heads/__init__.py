@@ -12,7 +12,8 @@ HEADS = Registry("head kind")
 HEADS.add("linear", lambda **kw: _probe(kind="linear", **kw), needs=("random_state",),
           summary="Linear -> sigmoid on the frozen hidden state (the paper's head, fast)", inputs="features")
 HEADS.add("mlp", lambda **kw: _probe(kind="mlp", **kw), needs=("random_state",),
-          summary="Linear -> ReLU -> Linear -> sigmoid on the frozen hidden state", inputs="features")
+          summary="the official MLP (H -> H/2 -> H/4 -> 1, ReLU, sigmoid) on the frozen hidden state",
+          inputs="features")
 HEADS.add("lora", "elical.heads.stages:lora_stages", needs=("model", "tokenizer", "random_state"),
           summary="the paper's LoRA adapters + linear head, trained on the model itself (slow on a CPU)",
           inputs="prompts")
