@@ -109,7 +109,8 @@ def test_selection_keeps_groups_sizes_and_file_order(released):
     records, summary = select_released(root, n_train=1000, n_eval=1000, seed=0)
     assert len(records) == sum(n for _, _, n in FILES)
     assert sum(1 for r in records if r["split"] == "train") == 28
-    assert [r["question"] for r in records if r["dataset"] == "mmlu"] == [x["question"] for x in lines["mmlu/test.jsonl"]]
+    mmlu = [r["question"] for r in records if r["dataset"] == "mmlu"]
+    assert mmlu == [x["question"] for x in lines["mmlu/test.jsonl"]]
 
 
 def test_no_pool_dataset_or_an_ood_pool_dataset_is_refused(released):

@@ -29,7 +29,8 @@ def test_default_mlp_has_the_official_shape():
 
 def test_hand_computed_official_head(tmp_path):
     # H = 4: widths 2, 1, 1. h = (1, 2, 0, -1)
-    state = {"0.weight": torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 1.0]]), "0.bias": torch.tensor([0.0, -2.0]),
+    state = {"0.weight": torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 1.0]]),
+             "0.bias": torch.tensor([0.0, -2.0]),
              "2.weight": torch.tensor([[2.0, 3.0]]), "2.bias": torch.tensor([-1.0]),
              "4.weight": torch.tensor([[0.5]]), "4.bias": torch.tensor([0.25])}
     # layer 0: (1, 2 - 1 - 2) = (1, -1) -> ReLU (1, 0); layer 2: 2*1 + 3*0 - 1 = 1 -> ReLU 1; layer 4: 0.5 + 0.25
