@@ -86,6 +86,12 @@ def _span_correctness(**kw):
     return SpanCorrectnessJudge(**kw)
 
 
+def _normalized(**kw):
+    from elical.judges.extract import NormalizedCorrectnessJudge
+
+    return NormalizedCorrectnessJudge(**kw)
+
+
 def _nli_equivalence(**kw):
     from elical.judges.nli import NLIEquivalenceJudge
 
@@ -123,6 +129,8 @@ EQUIVALENCE_JUDGES.add("span", _span, summary="answer spans beyond the question 
                        model_kw="model_path")
 CORRECTNESS_JUDGES.add("span", _span_correctness, summary="a gold alias within the answer span",
                        model_kw="model_path")
+CORRECTNESS_JUDGES.add("normalized", _normalized, summary="SQuAD-normalised alias containment, numbers as values, "
+                       "non-answers never correct (the floor)", model_kw=None)
 CORRECTNESS_JUDGES.add("span-contains", _span_correctness,
                        summary="gold alias within the answer span (default correctness)", model_kw=None)
 EQUIVALENCE_JUDGES.add("nli", _nli_equivalence, needs=("model_path",),
