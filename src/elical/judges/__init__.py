@@ -8,7 +8,8 @@ Two questions are asked of every generated answer (HonestyBench, Ni et al., arXi
 
 Both receive the question. Modules: `base` (interfaces, input checks), `text` (normalization, numbers, F1,
 ROUGE-L), `rules` (exact / contains / lexical judges), `semantic` (embedding), `span` (question-aware answer
-spans, the defaults), `choices` (MMLU lettered choices), `nli`, `llm`. Judges are made by name from
+spans, the defaults), `extract` (answer extraction; the "normalized" alias-containment floor), `features` and
+`learned` (the "learned" classifiers over features, weights shipped in ``learned_weights.json``), `choices` (MMLU lettered choices), `nli`, `llm`. Judges are made by name from
 `EQUIVALENCE_JUDGES` / `CORRECTNESS_JUDGES` (`make_equivalence_judge`, `make_correctness_judge`); the CLI's choices read it too. Measured
 agreement with hand labels: docs/benchmarks.md.
 """
@@ -24,6 +25,8 @@ from elical.registry import Registry
 _HOMES = {
     "base": ("PairJudge", "CorrectnessBase", "AliasCorrectnessJudge"),
     "choices": ("mmlu_choice", "mmlu_correct"),
+    "extract": ("NormalizedCorrectnessJudge", "extract"),
+    "learned": ("LearnedEquivalenceJudge", "LearnedCorrectnessJudge"),
     "rules": ("CorrectnessJudge", "LexicalConsistency", "LexicalEquivalenceJudge", "contains_match", "exact_match"),
     "semantic": ("SemanticEquivalenceJudge",),
     "span": ("SpanCorrectnessJudge", "SpanEquivalenceJudge", "answer_span"),
@@ -43,6 +46,7 @@ __all__ = [
     "contains_match", "token_f1", "rouge_l", "numbers_in", "answer_span", "mmlu_correct", "mmlu_choice",
     "PairJudge", "CorrectnessBase", "CorrectnessJudge", "LexicalConsistency", "LexicalEquivalenceJudge",
     "AliasCorrectnessJudge", "SemanticEquivalenceJudge", "SpanEquivalenceJudge", "SpanCorrectnessJudge",
+    "NormalizedCorrectnessJudge", "LearnedEquivalenceJudge", "LearnedCorrectnessJudge", "extract",
 ]  # fmt: skip
 
 
@@ -92,6 +96,15 @@ def _normalized(**kw):
     return NormalizedCorrectnessJudge(**kw)
 
 
+def _learned(task: str):
+    def make(**kw):
+        from elical.judges.learned import LearnedCorrectnessJudge, LearnedEquivalenceJudge
+
+        return (LearnedEquivalenceJudge if task == "equivalence" else LearnedCorrectnessJudge)(**kw)
+
+    return make
+
+
 def _nli_equivalence(**kw):
     from elical.judges.nli import NLIEquivalenceJudge
 
@@ -133,6 +146,10 @@ CORRECTNESS_JUDGES.add("normalized", _normalized, summary="SQuAD-normalised alia
                        "non-answers never correct (the floor)", model_kw=None)
 CORRECTNESS_JUDGES.add("span-contains", _span_correctness,
                        summary="gold alias within the answer span (default correctness)", model_kw=None)
+EQUIVALENCE_JUDGES.add("learned", _learned("equivalence"), model_kw="model_path",
+                       summary="classifier over overlap/number/negation/echo/MiniLM features (shipped weights)")
+CORRECTNESS_JUDGES.add("learned", _learned("correctness"), model_kw="model_path",
+                       summary="classifier over alias-overlap/number/echo/MiniLM features, max over aliases")
 EQUIVALENCE_JUDGES.add("nli", _nli_equivalence, needs=("model_path",),
                        summary="bidirectional entailment with a local NLI model", model_kw="model_path")
 CORRECTNESS_JUDGES.add("nli", _nli_correctness, needs=("model_path",),

@@ -1,0 +1,220 @@
+"""Grouped cross-validation of the learned judges on every labelled pair set, against the rule judges; and the
+reproducible training of the shipped weights.
+
+    python benchmarks/judge_cv.py                     # CV tables (per set and pooled) + feature-group ablation
+    python benchmarks/judge_cv.py --write             # also fit on all pairs and write src/elical/judges/learned_weights.json
+
+Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5}.jsonl and
+tests/fixtures/judge_pairs.jsonl (``final*`` files are never read: they are the frozen final test set).
+Equivalence is learned from the ``greedy-sample`` pairs, correctness from the ``answer-gold`` pairs (one training row
+per (answer, stated alias); a prediction is the max over all gold aliases). Folds: GroupKFold (5, shuffled,
+seed 0) over the SQuAD-normalised question, so no question is in a training and a test fold at once, even across
+sets. Models: logistic regression (standardised, class-balanced) and gradient boosting (class-balanced sample
+weights, seed 0); the one with the higher pooled balanced accuracy is shipped. Rule judges are scored as they are
+(no training: but their rules were written on the dev sets). Columns: balanced accuracy, recall of label 1
+("same"/"correct") and of label 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+SETS = ["pairs", "dev2", "dev3", "test2", "test3", "test4", "test5"]
+SEED = 0
+# Feature groups for the ablation (a group is dropped from the shipped model when dropping it costs nothing).
+GROUPS = {
+    "equivalence": {
+        "lexical": ("f1", "cover_min", "cover_max", "contained"),
+        "beyond-question": ("beyond_f1", "beyond_min", "beyond_max", "beyond_equal"),
+        "non-answer": ("nonanswer_any", "nonanswer_both", "echo_any"),
+        "numbers": ("numbers_same", "numbers_conflict", "numbers_one_side"),
+        "negation": ("negation_differs",),
+        "length": ("length_gap",),
+        "minilm": ("cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max"),
+    },
+    "correctness": {
+        "floor": ("floor",),
+        "lexical": ("alias_recall", "alias_recall_beyond", "answer_precision", "alias_in_question"),
+        "fuzzy": ("fuzzy_recall",),
+        "non-answer": ("nonanswer", "echo"),
+        "numbers": ("alias_numbers", "numbers_given", "numbers_other"),
+        "negation": ("negated",),
+        "minilm": ("cosine", "bertscore_recall", "bertscore_precision_q"),
+    },
+}
+BASELINES = {"equivalence": ["span", "contains", "token-f1", "embedding"],
+             "correctness": ["span-contains", "normalized", "contains", "token-f1", "embedding"]}
+
+
+def load_sets() -> list[dict]:
+    """Every labelled row, with ``set`` (file stem, "fixture" for tests/fixtures) and ``group`` (the question)."""
+    from elical.judges.text import normalize_answer
+
+    files = [(s, ROOT / "benchmarks" / "judge_pairs" / f"{s}.jsonl") for s in SETS]
+    files.append(("fixture", ROOT / "tests" / "fixtures" / "judge_pairs.jsonl"))
+    rows = []
+    for name, path in files:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    rows.append({**r, "set": name, "group": normalize_answer(r["question"])})
+    return rows
+
+
+def scores(y, pred) -> dict:
+    from judge_agreement import agreement
+
+    return agreement(np.asarray(y), np.asarray(pred))
+
+
+def model(kind: str):
+    from sklearn.ensemble import GradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    if kind == "logistic":
+        return make_pipeline(StandardScaler(), LogisticRegression(C=1.0, class_weight="balanced", max_iter=2000))
+    return GradientBoostingClassifier(n_estimators=150, max_depth=3, learning_rate=0.1, subsample=0.8,
+                                      random_state=SEED)
+
+
+def fit(kind: str, X, y):
+    from sklearn.utils.class_weight import compute_sample_weight
+
+    est = model(kind)
+    w = compute_sample_weight("balanced", y)
+    if kind == "logistic":
+        return est.fit(X, y)
+    return est.fit(X, y, sample_weight=w)
+
+
+class Task:
+    """The training rows (X, y, groups) of one task, and how to turn per-row probabilities into per-pair ones."""
+
+    def __init__(self, task: str, rows: list[dict], judge):
+        self.task, self.rows = task, rows
+        self.y = np.array([r["label"] for r in rows])
+        self.groups = np.array([r["group"] for r in rows])
+        if task == "equivalence":
+            self.X = judge.features([(r["a"], r["b"]) for r in rows], [r["question"] for r in rows])
+            self.X_all, self.owner = self.X, np.arange(len(rows))
+        else:  # train on the stated alias, predict with every alias
+            flat, self.X = judge._flat([(r["a"], [r["b"]]) for r in rows], [r["question"] for r in rows])
+            assert len(flat) == len(rows), "a stated alias is empty after normalisation"
+            flat, self.X_all = judge._flat([(r["a"], r.get("aliases") or [r["b"]]) for r in rows],
+                                           [r["question"] for r in rows])
+            self.owner = np.array([f[0] for f in flat])
+
+    def pair_proba(self, p_all: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(self.rows))
+        np.maximum.at(out, self.owner, p_all)
+        return out[idx]
+
+    def cv(self, kind: str, cols: list[int], folds: int = 5) -> np.ndarray:
+        """Out-of-fold P(label 1) of every pair, shape (n,)."""
+        from sklearn.model_selection import GroupKFold
+
+        out = np.zeros(len(self.rows))
+        for train, test in GroupKFold(folds, shuffle=True, random_state=SEED).split(self.X, self.y, self.groups):
+            est = fit(kind, self.X[train][:, cols], self.y[train])
+            rows_test = np.isin(self.owner, test)
+            p = np.zeros(len(self.owner))
+            p[rows_test] = est.predict_proba(self.X_all[rows_test][:, cols])[:, 1]
+            out[test] = self.pair_proba(p, test)
+        return out
+
+
+def table(title: str, rows: list[dict], preds: dict[str, np.ndarray]) -> str:
+    sets = list(dict.fromkeys(r["set"] for r in rows))
+    y = np.array([r["label"] for r in rows])
+    lines = [f"\n### {title}\n", "| judge | " + " | ".join(f"{s} (n={sum(r['set'] == s for r in rows)})"
+                                                          for s in sets) + f" | pooled (n={len(rows)}) |",
+             "|---|" + "---|" * (len(sets) + 1)]
+    for name, pred in preds.items():
+        cells = []
+        for s in [*sets, None]:
+            m = np.array([s is None or r["set"] == s for r in rows])
+            a = scores(y[m], pred[m])
+            cells.append(f"{a['balanced_accuracy']:.3f} ({a['recall_same']:.2f}/{a['recall_diff']:.2f})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--write", action="store_true", help="fit on every pair and write the shipped weights")
+    p.add_argument("--no-baselines", action="store_true", help="skip the rule judges (faster)")
+    p.add_argument("--out", type=Path, default=ROOT / "src" / "elical" / "judges" / "learned_weights.json")
+    args = p.parse_args(argv)
+    from elical.judges import make_correctness_judge, make_equivalence_judge
+    from elical.judges.features import CORRECTNESS_FEATURES, EQUIVALENCE_FEATURES
+    from elical.judges.learned import Scorer, export_model
+    from elical.judges.learned import LearnedCorrectnessJudge as LC, LearnedEquivalenceJudge as LE
+
+    t0 = time.perf_counter()
+    rows = load_sets()
+    print(f"{len(rows)} labelled pairs; python {sys.version.split()[0]}, OMP_NUM_THREADS="
+          f"{os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    shipped = {"meta": {"seed": SEED, "sets": [*SETS, "fixture"], "made_by": "benchmarks/judge_cv.py --write"}}
+    for task, kind, names, cls in (("equivalence", "greedy-sample", EQUIVALENCE_FEATURES, LE),
+                                   ("correctness", "answer-gold", CORRECTNESS_FEATURES, LC)):
+        sub = [r for r in rows if r["kind"] == kind]
+        judge = cls.__new__(cls)  # features only: no shipped weights needed to train them
+        from elical.judges.features import TokenEncoder
+
+        judge.encoder, judge.names = TokenEncoder(), names
+        data = Task(task, sub, judge)
+        print(f"\n## {task}: {len(sub)} pairs, {len(set(data.groups))} questions; features in "
+              f"{time.perf_counter() - t0:.0f} s")
+        all_cols = list(range(len(names)))
+        preds, best = {}, None
+        for mk in ("logistic", "trees"):
+            proba = data.cv(mk, all_cols)
+            preds[f"learned ({mk})"] = (proba >= 0.5).astype(int)
+            ba = scores(data.y, preds[f"learned ({mk})"])["balanced_accuracy"]
+            if best is None or ba > best[1]:
+                best = (mk, ba)
+        mk = best[0]
+        print(f"model chosen on pooled CV: {mk} ({best[1]:.3f})")
+        print(f"\n#### ablation ({mk}): pooled balanced accuracy without each feature group\n")
+        keep = list(all_cols)
+        for group, feats in GROUPS[task].items():
+            cols = [i for i in all_cols if names[i] not in feats]
+            ba = scores(data.y, data.cv(mk, cols) >= 0.5)["balanced_accuracy"]
+            print(f"- without {group}: {ba:.3f} ({ba - best[1]:+.3f})")
+        if not args.no_baselines:
+            for name in BASELINES[task]:
+                make = make_equivalence_judge if task == "equivalence" else make_correctness_judge
+                pairs = [(r["a"], r["b"]) if task == "equivalence" else (r["a"], r.get("aliases") or [r["b"]])
+                         for r in sub]
+                preds[name] = np.asarray(make(name).judge_many(pairs, [r["question"] for r in sub]))
+        print(table(f"{task}: balanced accuracy (recall 1 / recall 0), learned = 5-fold grouped CV", sub, preds))
+        if args.write:
+            est = fit(mk, data.X, data.y)
+            exported = export_model(est, names)
+            check = Scorer(exported).proba(data.X[:50])
+            assert np.allclose(check, est.predict_proba(data.X[:50])[:, 1], atol=1e-6), "export differs from sklearn"
+            shipped[task] = exported
+            shipped["meta"][task] = {"model": mk, "pairs": len(sub), "cv_balanced_accuracy": round(best[1], 4)}
+    if args.write:
+        args.out.write_text(json.dumps(shipped, separators=(",", ":")) + "\n", encoding="utf-8")
+        print(f"\nwrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB)")
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

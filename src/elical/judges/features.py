@@ -1,0 +1,179 @@
+"""Features of a pair of answers for the learned judges: lexical overlap both ways, the same beyond the question's
+words, numbers, polarity, non-answers, and soft token alignment with the offline MiniLM encoder.
+
+Two feature sets, each a fixed, named vector (the names are stored beside the shipped weights):
+
+* `equivalence_features(a, b, question)`, symmetric in a and b (greedy vs sample);
+* `correctness_features(answer, alias, question)`, directed (does the answer give the alias?).
+
+Lexical features use `elical.judges.extract.extract` (SQuAD-normalised tokens, content words, words beyond the
+question). Soft alignment is BERTScore (Zhang et al., 2020, greedy matching of contextual token embeddings) computed
+on the token embeddings of all-MiniLM-L6-v2 (`TokenEncoder`), with the answer's word pieces that also occur in the
+question left out, so an echo of the question earns nothing; plus the sentence-embedding cosine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from difflib import SequenceMatcher
+from typing import Sequence
+
+import numpy as np
+
+from elical.judges.extract import Extraction, alias_contained, extract
+from elical.judges.semantic import Embedder
+from elical.judges.text import find_spans, normalize_answer, token_f1
+
+__all__ = ["TokenEncoder", "EQUIVALENCE_FEATURES", "CORRECTNESS_FEATURES", "equivalence_features",
+           "correctness_features", "overlap", "bertscore"]
+
+
+def overlap(x: Sequence[str], y: Sequence[str]) -> tuple[float, float]:
+    """(share of x's tokens found in y, share of y's tokens found in x), counting repeats; 0.0 for an empty side."""
+    if not x or not y:
+        return 0.0, 0.0
+    same = sum((Counter(x) & Counter(y)).values())
+    return same / len(x), same / len(y)
+
+
+def _f1(p: float, r: float) -> float:
+    return 0.0 if p + r == 0 else 2 * p * r / (p + r)
+
+
+class TokenEncoder(Embedder):
+    """MiniLM token and sentence embeddings of each distinct text, encoded once in batches and cached.
+
+    `tokens(text)` -> (ids, vectors): word-piece ids (tuple of int; special tokens and punctuation removed) and their unit token
+    embeddings, ndarray of shape (n_pieces, 384); `sentence(text)` -> the unit sentence embedding, shape (384,).
+    Parameters as `elical.judges.semantic.Embedder` (model_path, device, batch_size).
+    """
+
+    def __init__(self, model_path=None, device: str = "cpu", batch_size: int = 64):
+        super().__init__(model_path, device, batch_size)
+        self._tokens: dict[str, tuple[tuple[int, ...], np.ndarray]] = {}
+        self._ids: dict[str, frozenset[int]] = {}
+        self._skip: set[int] | None = None
+
+    def encode_all(self, texts: Sequence[str]) -> None:
+        """Encode the texts not yet cached (each distinct string once)."""
+        todo = list(dict.fromkeys(t for t in texts if t not in self._tokens))
+        if not todo:
+            return
+        outs = self.model.encode(todo, batch_size=self.batch_size, output_value=None, convert_to_numpy=False,
+                                 show_progress_bar=False)
+        if self._skip is None:  # special tokens and pieces without a letter or digit (punctuation) are not scored
+            vocab = self.model.tokenizer.get_vocab()
+            self._skip = set(self.model.tokenizer.all_special_ids) | {
+                i for piece, i in vocab.items() if not any(ch.isalnum() for ch in piece)}
+        for text, out in zip(todo, outs):
+            mask = out["attention_mask"].bool().cpu()
+            ids = out["input_ids"].cpu()[mask].tolist()
+            vecs = out["token_embeddings"].detach().float().cpu()[mask].numpy()
+            keep = [i for i, t in enumerate(ids) if t not in self._skip]
+            vecs = vecs[keep]
+            vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+            self._tokens[text] = (tuple(ids[i] for i in keep), vecs.astype(np.float32))
+            sent = out["sentence_embedding"].detach().float().cpu().numpy()
+            self._cache[text] = sent / max(float(np.linalg.norm(sent)), 1e-12)
+
+    def tokens(self, text: str) -> tuple[tuple[int, ...], np.ndarray]:
+        self.encode_all([text])
+        return self._tokens[text]
+
+    def sentence(self, text: str) -> np.ndarray:
+        self.encode_all([text])
+        return self._cache[text]
+
+    def question_ids(self, question: str | None) -> frozenset[int]:
+        """Word-piece ids of the question (tokenizer only, no encoding)."""
+        if not question:
+            return frozenset()
+        if question not in self._ids:
+            self._ids[question] = frozenset(self.model.tokenizer(question, add_special_tokens=False)["input_ids"])
+        return self._ids[question]
+
+
+def bertscore(ta: tuple, tb: tuple, drop: frozenset[int] = frozenset()) -> tuple[float, float]:
+    """BERTScore (precision, recall) of a against b from ``(ids, unit vectors)`` pairs: each kept piece of a matched
+    to its most similar piece of b (precision), and each kept piece of b to a (recall). Pieces whose id is in
+    ``drop`` (the question's) are not scored; 0.0 when a side has none left.
+    Source: Zhang et al. (2020), BERTScore, greedy matching without idf weights."""
+    (ia, va), (ib, vb) = ta, tb
+    ka = [i for i, t in enumerate(ia) if t not in drop]
+    kb = [i for i, t in enumerate(ib) if t not in drop]
+    if not ka or not kb:
+        return 0.0, 0.0
+    sim = va[ka] @ vb.T
+    p = float(sim.max(axis=1).mean())
+    sim_b = vb[kb] @ va.T
+    r = float(sim_b.max(axis=1).mean())
+    return max(p, 0.0), max(r, 0.0)
+
+
+EQUIVALENCE_FEATURES = (
+    "f1", "cover_min", "cover_max", "beyond_f1", "beyond_min", "beyond_max", "beyond_equal", "contained",
+    "nonanswer_any", "nonanswer_both", "echo_any", "numbers_same", "numbers_conflict", "numbers_one_side",
+    "negation_differs", "length_gap", "cosine", "bertscore_min", "bertscore_max", "bertscore_q_min",
+    "bertscore_q_max",
+)  # fmt: skip
+CORRECTNESS_FEATURES = (
+    "floor", "alias_recall", "alias_recall_beyond", "answer_precision", "alias_in_question", "fuzzy_recall",
+    "nonanswer", "echo", "alias_numbers", "numbers_given", "numbers_other", "negated", "cosine",
+    "bertscore_recall", "bertscore_precision_q",
+)  # fmt: skip
+
+
+def _contained(x: Extraction, y: Extraction) -> float:
+    short, long_ = sorted((x.tokens, y.tokens), key=len)
+    return float(bool(short) and bool(find_spans(short, long_)))
+
+
+def equivalence_features(a: str, b: str, question: str | None, enc: TokenEncoder) -> list[float]:
+    """`EQUIVALENCE_FEATURES` of the pair, symmetric in a and b (a list of float; texts are encoded by ``enc``)."""
+    x, y = extract(a, question), extract(b, question)
+    ca, cb = overlap(x.content, y.content)
+    ba, bb = overlap(x.beyond, y.beyond)
+    nx, ny = x.new_numbers, y.new_numbers
+    tx, ty = enc.tokens(a.strip()), enc.tokens(b.strip())
+    p, r = bertscore(tx, ty)
+    drop = enc.question_ids(question)
+    pq, rq = bertscore(tx, ty, drop)
+    return [
+        token_f1(a, b), min(ca, cb), max(ca, cb), _f1(ba, bb), min(ba, bb), max(ba, bb),
+        float(bool(x.beyond) and set(x.beyond) == set(y.beyond)), _contained(x, y),
+        float(not x.answers or not y.answers), float(not x.answers and not y.answers), float(x.echo or y.echo),
+        float(bool(nx) and nx == ny), float(bool(nx) and bool(ny) and not nx & ny), float(bool(nx) != bool(ny)),
+        float(x.negated != y.negated), abs(math.log1p(len(x.tokens)) - math.log1p(len(y.tokens))),
+        float(enc.sentence(a.strip()) @ enc.sentence(b.strip())), min(p, r), max(p, r), min(pq, rq), max(pq, rq),
+    ]
+
+
+def _fuzzy_recall(want: Sequence[str], have: Sequence[str]) -> float:
+    """Mean over the alias's words of the best character similarity (difflib ratio) with a word of the answer:
+    word forms ("Portugal" / "Portuguese", "Muslims" / "Muslim") score high without a table."""
+    if not want or not have:
+        return 0.0
+    have = set(have)
+    return sum(max(SequenceMatcher(None, w, h).ratio() for h in have) for w in want) / len(want)
+
+
+def correctness_features(answer: str, alias: str, question: str | None, enc: TokenEncoder) -> list[float]:
+    """`CORRECTNESS_FEATURES` of (answer, one gold alias) (a list of float; texts are encoded by ``enc``)."""
+    x = extract(answer, question)
+    g = extract(alias, None)
+    want = g.content or g.tokens
+    _, rec = overlap(x.tokens, want)
+    _, rec_beyond = overlap(x.beyond, extract(alias, question).beyond)
+    prec, _ = overlap(x.beyond, g.tokens)
+    q_toks = tuple(normalize_answer(question).split()) if question else ()
+    in_q = float(bool(g.tokens) and bool(find_spans(g.tokens, q_toks)))
+    tx, tg = enc.tokens(answer.strip()), enc.tokens(alias.strip())
+    _, bs_r = bertscore(tx, tg)
+    bs_pq, _ = bertscore(tx, tg, enc.question_ids(question))
+    return [
+        float(alias_contained(answer, alias, question)), rec, rec_beyond, prec, in_q,
+        _fuzzy_recall(want, x.tokens), float(not x.answers), float(x.echo), float(bool(g.numbers)),
+        float(bool(g.numbers) and g.numbers <= x.numbers), float(bool(x.new_numbers - g.numbers)),
+        float(x.negated), float(enc.sentence(answer.strip()) @ enc.sentence(alias.strip())), bs_r, bs_pq,
+    ]

@@ -1,0 +1,195 @@
+"""Learned judges ("learned"): a small classifier over `elical.judges.features`, trained on the hand-labelled pairs.
+
+The weights ship as JSON beside this module (``learned_weights.json``, no pickle), written by
+``benchmarks/judge_cv.py --write`` (seeded) from the labelled files; nothing is trained at run time. A model is a
+logistic regression (standardised features) or a gradient-boosted tree ensemble, whichever grouped cross-validation
+by question chose (docs/benchmarks.md); both are evaluated here with numpy alone.
+
+* `LearnedEquivalenceJudge`: P(sample says the same as the greedy answer) >= threshold;
+* `LearnedCorrectnessJudge`: max over gold aliases of P(answer gives the alias) >= threshold.
+
+Both explain a decision (`explain`): the extraction of each side, every feature and the probability.
+Source: a trained answer-equivalence classifier over cheap features, as PEDANTS (Li et al., 2024); BERTScore
+features (Zhang et al., 2020).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from elical.judges.base import CorrectnessBase, PairJudge, check_alias_pairs, check_pairs, question_at
+from elical.judges.extract import extract
+from elical.judges.features import (CORRECTNESS_FEATURES, EQUIVALENCE_FEATURES, TokenEncoder, correctness_features,
+                                    equivalence_features)
+
+__all__ = ["WEIGHTS_PATH", "Scorer", "export_model", "LearnedEquivalenceJudge", "LearnedCorrectnessJudge"]
+
+WEIGHTS_PATH = Path(__file__).with_name("learned_weights.json")
+
+
+class Scorer:
+    """Probability of label 1 from a shipped model (one entry of ``learned_weights.json``).
+
+    ``model``: {"kind": "logistic", "features", "mean", "scale", "coef", "intercept", "threshold"} or
+    {"kind": "trees", "features", "init", "learning_rate", "trees": [{"feature", "threshold", "left", "right",
+    "value"}, ...], "threshold"}. Raises ValueError for another kind.
+    """
+
+    def __init__(self, model: dict):
+        if model.get("kind") not in ("logistic", "trees"):
+            raise ValueError(f"unknown model kind {model.get('kind')!r} (expected 'logistic' or 'trees')")
+        self.model = model
+        self.features = tuple(model["features"])
+        self.threshold = float(model["threshold"])
+
+    def decision(self, X: np.ndarray) -> np.ndarray:
+        """Log-odds of label 1: X of shape (n, n_features) -> shape (n,)."""
+        X = np.asarray(X, dtype=float).reshape(-1, len(self.features))
+        m = self.model
+        if m["kind"] == "logistic":
+            return ((X - np.asarray(m["mean"])) / np.asarray(m["scale"])) @ np.asarray(m["coef"]) + m["intercept"]
+        raw = np.full(len(X), float(m["init"]))
+        for tree in m["trees"]:
+            feat, thr, left, right, value = (np.asarray(tree[k]) for k in ("feature", "threshold", "left", "right",
+                                                                               "value"))
+            node = np.zeros(len(X), dtype=int)
+            while True:
+                inner = left[node] >= 0
+                if not inner.any():
+                    break
+                go_left = X[np.arange(len(X)), np.where(inner, feat[node], 0)] <= thr[node]
+                node = np.where(inner, np.where(go_left, left[node], right[node]), node)
+            raw += m["learning_rate"] * value[node]
+        return raw
+
+    def proba(self, X: np.ndarray) -> np.ndarray:
+        """P(label 1) in [0, 1], shape (n,)."""
+        return 1.0 / (1.0 + np.exp(-self.decision(X)))
+
+
+def export_model(est, features: Sequence[str], threshold: float = 0.5) -> dict:
+    """The JSON form of a fitted sklearn model: a Pipeline(StandardScaler, LogisticRegression) or a binary
+    GradientBoostingClassifier. Raises TypeError for anything else."""
+    from sklearn.ensemble import GradientBoostingClassifier
+    from sklearn.pipeline import Pipeline
+
+    if isinstance(est, Pipeline):
+        scaler, lr = est[0], est[-1]
+        return {"kind": "logistic", "features": list(features), "mean": scaler.mean_.tolist(),
+                "scale": scaler.scale_.tolist(), "coef": lr.coef_[0].tolist(), "intercept": float(lr.intercept_[0]),
+                "threshold": threshold}
+    if isinstance(est, GradientBoostingClassifier):
+        trees = []
+        for (reg,) in est.estimators_:
+            t = reg.tree_
+            trees.append({"feature": t.feature.tolist(), "threshold": [round(float(v), 6) for v in t.threshold],
+                          "left": t.children_left.tolist(), "right": t.children_right.tolist(),
+                          "value": [float(v) for v in t.value[:, 0, 0]]})
+        init = float(est._raw_predict_init(np.zeros((1, len(features))))[0, 0])
+        return {"kind": "trees", "features": list(features), "init": init, "learning_rate": est.learning_rate,
+                "trees": trees, "threshold": threshold}
+    raise TypeError(f"cannot export {type(est).__name__}")
+
+
+def load_weights(path=None) -> dict:
+    """The shipped models {"equivalence": ..., "correctness": ..., "meta": ...} (``path`` default `WEIGHTS_PATH`).
+    Raises FileNotFoundError when the file is missing (train it with benchmarks/judge_cv.py --write)."""
+    with open(path or WEIGHTS_PATH, encoding="utf-8") as f:
+        return json.load(f)
+
+
+class _Learned:
+    task = "?"
+    names: tuple = ()
+
+    def __init__(self, model_path=None, weights=None, threshold: float | None = None, device: str = "cpu",
+                 batch_size: int = 64):
+        self.scorer = Scorer(load_weights(weights)[self.task])
+        if self.scorer.features != self.names:
+            raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task} features {self.scorer.features} do not match "
+                             f"this version's {self.names}; retrain with benchmarks/judge_cv.py --write")
+        self.threshold = self.scorer.threshold if threshold is None else float(threshold)
+        self.encoder = TokenEncoder(model_path, device, batch_size)
+
+    @property
+    def model(self):
+        """The MiniLM encoder behind the soft-alignment features (loaded on first use)."""
+        return self.encoder.model
+
+
+class LearnedEquivalenceJudge(_Learned, PairJudge):
+    """Equivalence of two answers to one question by the shipped classifier ("learned", the default).
+
+    Parameters: model_path (MiniLM directory, default the packaged all-MiniLM-L6-v2), weights (a JSON file, default
+    the shipped `WEIGHTS_PATH`), threshold (probability cut, default the shipped one, 0.5), device, batch_size.
+    """
+
+    name = "learned"
+    task = "equivalence"
+    names = EQUIVALENCE_FEATURES
+
+    def features(self, pairs, questions=None) -> np.ndarray:
+        """n (a, b) pairs -> ndarray of shape (n, len(EQUIVALENCE_FEATURES)); all texts encoded in batches first."""
+        pairs = check_pairs(pairs, questions)
+        self.encoder.encode_all([s.strip() for p in pairs for s in p])
+        return np.array([equivalence_features(a, b, question_at(questions, i), self.encoder)
+                         for i, (a, b) in enumerate(pairs)], dtype=float).reshape(len(pairs), len(self.names))
+
+    def scores(self, pairs, questions=None) -> np.ndarray:
+        """P(same answer) of each pair, shape (n,)."""
+        return self.scorer.proba(self.features(pairs, questions)) if len(pairs) else np.zeros(0)
+
+    def judge_many(self, pairs: Sequence[tuple[str, str]], questions=None) -> np.ndarray:
+        """n (a, b) pairs -> ndarray of int 0/1, shape (n,)."""
+        return (self.scores(pairs, questions) >= self.threshold).astype(int)
+
+    def explain(self, a: str, b: str, question: str | None = None) -> dict:
+        """The extraction of each answer, every feature, the probability and the verdict of one pair."""
+        x = self.features([(a, b)], None if question is None else [question])[0]
+        p = float(self.scorer.proba(x[None])[0])
+        return {"a": extract(a, question).__dict__, "b": extract(b, question).__dict__,
+                "features": dict(zip(self.names, x.tolist())), "probability": p, "verdict": int(p >= self.threshold)}
+
+
+class LearnedCorrectnessJudge(_Learned, CorrectnessBase):
+    """Correctness of an answer by the shipped classifier ("learned", the default): the highest probability over
+    the gold aliases that are not empty after normalisation, against the threshold. Parameters as
+    `LearnedEquivalenceJudge`."""
+
+    name = "learned"
+    task = "correctness"
+    names = CORRECTNESS_FEATURES
+
+    def _flat(self, pairs, questions):
+        flat = [(i, r, a, question_at(questions, i)) for i, (r, aliases) in enumerate(pairs)
+                for a in aliases if extract(a).tokens]
+        self.encoder.encode_all([s.strip() for _, r, a, _ in flat for s in (r, a)])
+        X = np.array([correctness_features(r, a, q, self.encoder) for _, r, a, q in flat], dtype=float)
+        return flat, X.reshape(len(flat), len(self.names))
+
+    def scores(self, pairs, questions=None) -> np.ndarray:
+        """max over aliases of P(the answer gives the alias), shape (n,); 0.0 where no alias has a word."""
+        pairs = check_alias_pairs(pairs, questions)
+        flat, X = self._flat(pairs, questions)
+        out = np.zeros(len(pairs))
+        if flat:
+            np.maximum.at(out, np.array([f[0] for f in flat]), self.scorer.proba(X))
+        return out
+
+    def judge_many(self, pairs: Sequence[tuple[str, Sequence[str]]], questions=None) -> np.ndarray:
+        """n (response, aliases) pairs -> ndarray of int 0/1, shape (n,)."""
+        return (self.scores(pairs, questions) >= self.threshold).astype(int)
+
+    def explain(self, answer: str, aliases: Sequence[str], question: str | None = None) -> dict:
+        """The answer's extraction and, per alias, every feature and the probability; the verdict."""
+        pairs = check_alias_pairs([(answer, aliases)])
+        flat, X = self._flat(pairs, None if question is None else [question])
+        per = [{"alias": a, "features": dict(zip(self.names, x.tolist())), "probability": float(p)}
+               for (_, _, a, _), x, p in zip(flat, X, self.scorer.proba(X) if flat else [])]
+        best = max((d["probability"] for d in per), default=0.0)
+        return {"answer": extract(answer, question).__dict__, "aliases": per, "probability": best,
+                "verdict": int(best >= self.threshold)}
