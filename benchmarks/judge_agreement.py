@@ -5,12 +5,15 @@
     python benchmarks/judge_agreement.py --pairs tests/fixtures/judge_pairs.jsonl --part all   # the older (dev) set
     python benchmarks/judge_agreement.py --nli-model DIR      # + NLI (a local MNLI-style model directory)
     python benchmarks/judge_agreement.py --llm-url http://localhost:8000/v1 --llm-model NAME   # + an LLM judge
+    python benchmarks/judge_agreement.py --pairs FILE --judges learned,span,span-contains,normalized,contains
 
 Equivalence judges are scored on the ``greedy-sample`` pairs (is the sample the same answer as the greedy
 one?), correctness judges on the ``answer-gold`` pairs (does the answer give the gold answer? the judge sees
 all gold aliases of the question). Every judge receives the question and sees all pairs of a kind in one
 ``judge_many`` call on a fresh instance; pairs/s is that call's throughput after any model is loaded.
-Columns: recall of "same" (label 1), recall of "different" (label 0), balanced accuracy (their mean), n.
+Columns: recall of "same" (label 1), recall of "different" (label 0), balanced accuracy (their mean) with a 95 %
+bootstrap interval over questions (2,000 resamples of the questions, seed 0), n. A file whose rows have no
+``part`` field (a new labelled set) is scored whole.
 Rules and thresholds may be chosen on the dev part only; the test part is for reporting.
 """
 
@@ -37,7 +40,28 @@ def load_pairs(path: Path, part: str = "test") -> list[dict]:
     """Rows of ``path`` in ``part`` ("dev", "test" or "all"); rows without a part (the older set) are dev."""
     with open(path, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
+    if not any("part" in r for r in rows):
+        return rows  # a set without parts (e.g. a new final set) is scored whole
     return [r for r in rows if part == "all" or r.get("part", "dev") == part]
+
+
+def bootstrap_ci(y, pred, groups, n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile interval of balanced accuracy when the questions (``groups``) are resampled with
+    replacement; resamples with one class only are skipped. Returns (low, high), NaN when none is usable."""
+    from sklearn.metrics import balanced_accuracy_score
+
+    y, pred, groups = np.asarray(y, dtype=int), np.asarray(pred, dtype=int), np.asarray(groups)
+    keys, inv = np.unique(groups, return_inverse=True)
+    members = [np.flatnonzero(inv == k) for k in range(len(keys))]
+    rng = np.random.default_rng(seed)
+    stats = []
+    for _ in range(n):
+        idx = np.concatenate([members[k] for k in rng.integers(0, len(keys), len(keys))])
+        if 0 < y[idx].sum() < len(idx):
+            stats.append(balanced_accuracy_score(y[idx], pred[idx]))
+    if not stats:
+        return float("nan"), float("nan")
+    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
 
 
 def agreement(y: np.ndarray, pred: np.ndarray) -> dict:
@@ -97,7 +121,8 @@ def score_kind(rows: list[dict], task: str, names: list[str], args) -> dict:
         t0 = time.perf_counter()
         pred = np.asarray(judge.judge_many(pairs, questions))
         dt = time.perf_counter() - t0
-        out[name] = {**agreement(y, pred), "pairs_per_s": len(pairs) / max(dt, 1e-9), "load_s": load,
+        lo, hi = bootstrap_ci(y, pred, questions)
+        out[name] = {**agreement(y, pred), "ci95": [lo, hi], "pairs_per_s": len(pairs) / max(dt, 1e-9), "load_s": load,
                      "pred": pred.tolist()}
     return out
 
@@ -107,11 +132,12 @@ def print_table(title: str, res: dict) -> None:
     if first is None:
         return
     print(f"\n### {title}: n = {first['n']} ({first['n_same']} same)\n")
-    print("| judge | recall same | recall different | balanced accuracy | n | pairs/s |")
+    print("| judge | recall same | recall different | balanced accuracy [95 % CI over questions] | n | pairs/s |")
     print("|---|---|---|---|---|---|")
     for name, s in res.items():
-        print(f"| {name} | {s['recall_same']:.3f} | {s['recall_diff']:.3f} | {s['balanced_accuracy']:.3f} | {s['n']} "
-              f"| {s['pairs_per_s']:,.0f} |")
+        lo, hi = s["ci95"]
+        print(f"| {name} | {s['recall_same']:.3f} | {s['recall_diff']:.3f} | {s['balanced_accuracy']:.3f} "
+              f"[{lo:.3f}, {hi:.3f}] | {s['n']} | {s['pairs_per_s']:,.0f} |")
 
 
 def main(argv=None) -> int:

@@ -17,7 +17,7 @@ __all__ = ["main"]
 # ``set_defaults(handler=...)``; the handler takes the parsed args and returns an exit code. Keep their top-level
 # imports light: every ``elical`` call imports them.
 _SUBCOMMAND_MODULES: tuple[str, ...] = ("jobs.build", "jobs.merge", "jobs.judge", "jobs.evaluate", "report", "jobs.sweep", "jobs.predict",
-                                         "jobs.serve", "study.command", "jobs.export")
+                                         "jobs.serve", "study.command", "jobs.export", "judges.explain")
 
 
 def _parser() -> argparse.ArgumentParser:
