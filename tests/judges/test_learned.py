@@ -1,0 +1,139 @@
+"""The extraction, the "normalized" floor judge, the features and the learned judges, on invented examples of the
+six kinds of error of issue 20; expected values are hand computations (or scikit-learn, for the tree export)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from elical.judges import make_correctness_judge, make_equivalence_judge
+from elical.judges.extract import alias_contained, extract
+from elical.judges.features import EQUIVALENCE_FEATURES, TokenEncoder, bertscore, equivalence_features, overlap
+from elical.judges.learned import Scorer, export_model, load_weights
+
+
+def test_extraction_echo_refusal_negation_numbers():
+    q = "What is the capital of Brenland?"
+    assert extract("The capital of Brenland", q).echo and not extract("The capital of Brenland", q).answers
+    assert not extract("The capital of Brenland is Brenland City.", q).echo  # a word beyond the question
+    assert not extract("Ted Marsh is older than Ann Kell.", "Who is older, Ann Kell or Ted Marsh?").echo  # a choice
+    assert extract("I don't know the capital.", q).refusal
+    assert extract("The Verlan does not flow north.", "Does the Verlan flow north?").negated
+    assert not extract("No, it flows south.", "Is there no river?").negated  # the question's own "no"
+    e = extract("Built in 1,200 and rebuilt in 1950.", "Was it built in 1950?")
+    assert e.numbers == {"1200", "1950"} and e.new_numbers == {"1200"}
+
+
+def test_overlap_counts_repeats():
+    assert overlap(["a", "b", "b"], ["b", "c"]) == (1 / 3, 1 / 2)
+    assert overlap([], ["b"]) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("answer, alias, question, want", [
+    ("They speak the portuguese language.", "Portuguese Language", None, True),  # kind 6: case of aliases
+    ("Fargo is in North Dakota.", "South Dakota", None, False),  # kind 6
+    ("It is worth 100 cents.", "Cent", None, False),  # kind 6: "cents" is another token
+    ("There were 1,000 of them.", "1000", None, True),  # numbers as values
+    ("It is 3.5 metres.", "35", None, False),
+    ("Mars has two moons.", "2", None, True),
+    ("I don't know, maybe Oslo.", "Oslo", None, False),  # a refusal is never correct
+    ("The capital of Oslo county", "Oslo", "Which city is the capital of Oslo county?", False),  # an echo
+    ("It is in Indiana.", "IN", None, False),  # a short code only as an exact token
+])
+def test_alias_contained(answer, alias, question, want):
+    assert alias_contained(answer, alias, question) is want
+    judge = make_correctness_judge("normalized")
+    assert judge.judge_many([(answer, [alias])], [question])[0] == int(want)
+
+
+@pytest.fixture(scope="module")
+def enc():
+    return TokenEncoder()
+
+
+def test_bertscore_of_a_text_with_itself_is_one(enc):
+    t = enc.tokens("Skive is in Denmark.")
+    p, r = bertscore(t, t)
+    assert p == pytest.approx(1.0, abs=1e-5) and r == pytest.approx(1.0, abs=1e-5)
+    assert bertscore(t, t, frozenset(t[0])) == (0.0, 0.0)  # every piece dropped
+
+
+def test_equivalence_features_by_hand(enc):
+    q = "Where is Skive?"
+    a, b = "Skive is in Denmark, a Scandinavian country.", "Skive is in Denmark."
+    f = dict(zip(EQUIVALENCE_FEATURES, equivalence_features(a, b, q, enc)))
+    # tokens: skive is in denmark scandinavian country (6) / skive is in denmark (4): F1 = 2*(4/6)*1/(4/6+1) = 0.8
+    assert f["f1"] == pytest.approx(0.8)
+    # content words: {skive, denmark, scandinavian, country} vs {skive, denmark}
+    assert (f["cover_min"], f["cover_max"]) == (0.5, 1.0)
+    # beyond the question: {denmark, scandinavian, country} vs {denmark}: 1/3 and 1, F1 0.5
+    assert (f["beyond_min"], f["beyond_max"]) == (pytest.approx(1 / 3), 1.0) and f["beyond_f1"] == pytest.approx(0.5)
+    assert f["contained"] == 1.0 and f["negation_differs"] == 0.0 and f["nonanswer_any"] == 0.0  # kind 1
+    assert f["length_gap"] == pytest.approx(math.log(7) - math.log(5))
+    # kind 3: a surname shared with the question is no shared answer
+    g = dict(zip(EQUIVALENCE_FEATURES, equivalence_features("Clara Fennimore.", "Edith Fennimore.",
+                                                            "Who was the wife of Albert Fennimore?", enc)))
+    assert (g["cover_min"], g["beyond_max"], g["beyond_equal"]) == (0.5, 0.0, 0.0)
+    # kind 4: negation; kind 5: two cut-off echoes
+    h = dict(zip(EQUIVALENCE_FEATURES, equivalence_features("It flows into the sea.", "It does not flow into the sea.",
+                                                            "Does the Verlan flow into the sea?", enc)))
+    assert h["negation_differs"] == 1.0
+    q5 = "When was the Old Mill of Brenhaven built"
+    e = dict(zip(EQUIVALENCE_FEATURES, equivalence_features("The Old Mill of Brenhaven", "When was the Old Mill",
+                                                            q5, enc)))
+    assert e["nonanswer_both"] == 1.0 and e["beyond_max"] == 0.0
+
+
+def test_logistic_scorer_by_hand():
+    s = Scorer({"kind": "logistic", "features": ["x", "y"], "mean": [1, 0], "scale": [2, 1], "coef": [1, -1],
+                "intercept": 0.5, "threshold": 0.5})
+    # z = (3 - 1) / 2 * 1 + (1 - 0) / 1 * (-1) + 0.5 = 0.5
+    assert s.proba(np.array([[3.0, 1.0]]))[0] == pytest.approx(1 / (1 + math.exp(-0.5)))
+
+
+def test_tree_export_matches_sklearn():
+    from sklearn.ensemble import GradientBoostingClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
+    est = GradientBoostingClassifier(n_estimators=20, max_depth=3, random_state=0).fit(X, y)
+    got = Scorer(export_model(est, ["a", "b", "c"])).proba(X)
+    np.testing.assert_allclose(got, est.predict_proba(X)[:, 1], atol=1e-5)
+
+
+def test_shipped_weights_are_small_and_match_the_features():
+    import os
+
+    from elical.judges.features import CORRECTNESS_FEATURES
+    from elical.judges.learned import WEIGHTS_PATH
+
+    assert os.path.getsize(WEIGHTS_PATH) < 2_000_000
+    w = load_weights()
+    assert tuple(w["equivalence"]["features"]) == EQUIVALENCE_FEATURES
+    assert tuple(w["correctness"]["features"]) == CORRECTNESS_FEATURES
+
+
+def test_learned_judges_on_invented_pairs():
+    """Invented pairs of the issue's kinds 1-5 (the learned equivalence judge decides them right; its misses on
+    "North Dakota" / "South Dakota" and numbers written as words are in docs/benchmarks.md)."""
+    eq = [("Which country is the town of Skive in?", "Skive is located in Denmark, a Scandinavian country in "
+           "Northern Europe.", "Skive is located in Denmark.", 1),  # kind 1
+          ("What religion do most people in Tunisia follow?", "Most people in Tunisia follow Islam.",
+           "Most Tunisians are Muslims.", 1),  # kind 2
+          ("Who was the wife of Albert Fennimore?", "Albert Fennimore's wife was Clara Fennimore.",
+           "His wife was Edith Fennimore.", 0),  # kind 3
+          ("Does the Verlan river flow into the sea?", "The Verlan river flows into the sea.",
+           "The Verlan river does not flow into the sea.", 0),  # kind 4
+          ("When was the Old Mill of Brenhaven built", "The Old Mill of Brenhaven was",
+           "When was the Old Mill of Brenhaven built, and", 0)]  # kind 5
+    judge = make_equivalence_judge("learned")
+    got = judge.judge_many([(a, b) for _, a, b, _ in eq], [q for q, *_ in eq])
+    assert got.tolist() == [lab for *_, lab in eq]
+    corr = make_correctness_judge("learned")
+    got = corr.judge_many([("Portuguese is spoken in Brazil.", ["Portuguese Language"]),  # kind 6
+                           ("I don't know the capital of Norway.", ["Oslo"])],
+                          ["What language is spoken in Brazil?", "What is the capital of Norway?"])
+    assert got.tolist() == [1, 0]
+    ex = judge.explain("Skive is in Denmark.", "Skive is in Denmark.", "Where is Skive?")
+    assert ex["verdict"] == 1 and ex["features"]["f1"] == 1.0 and ex["a"]["beyond"] == ("denmark",)
