@@ -1,5 +1,6 @@
 """Features of a pair of answers for the learned judges: lexical overlap both ways, the same beyond the question's
-words, numbers, polarity, non-answers, and soft token alignment with the offline MiniLM encoder.
+words, numbers, non-answers, polarity (correctness only: a negation-agreement feature for equivalence showed no gain
+in grouped cross-validation and was dropped), and soft token alignment with the offline MiniLM encoder.
 
 Two feature sets, each a fixed, named vector (the names are stored beside the shipped weights):
 
@@ -114,7 +115,7 @@ def bertscore(ta: tuple, tb: tuple, drop: frozenset[int] = frozenset()) -> tuple
 EQUIVALENCE_FEATURES = (
     "f1", "cover_min", "cover_max", "beyond_f1", "beyond_min", "beyond_max", "beyond_equal", "contained",
     "nonanswer_any", "nonanswer_both", "echo_any", "numbers_same", "numbers_conflict", "numbers_one_side",
-    "negation_differs", "length_gap", "cosine", "bertscore_min", "bertscore_max", "bertscore_q_min",
+    "length_gap", "cosine", "bertscore_min", "bertscore_max", "bertscore_q_min",
     "bertscore_q_max",
 )  # fmt: skip
 CORRECTNESS_FEATURES = (
@@ -144,7 +145,7 @@ def equivalence_features(a: str, b: str, question: str | None, enc: TokenEncoder
         float(bool(x.beyond) and set(x.beyond) == set(y.beyond)), _contained(x, y),
         float(not x.answers or not y.answers), float(not x.answers and not y.answers), float(x.echo or y.echo),
         float(bool(nx) and nx == ny), float(bool(nx) and bool(ny) and not nx & ny), float(bool(nx) != bool(ny)),
-        float(x.negated != y.negated), abs(math.log1p(len(x.tokens)) - math.log1p(len(y.tokens))),
+        abs(math.log1p(len(x.tokens)) - math.log1p(len(y.tokens))),
         float(enc.sentence(a.strip()) @ enc.sentence(b.strip())), min(p, r), max(p, r), min(pq, rq), max(pq, rq),
     ]
 
