@@ -134,3 +134,17 @@ def test_learned_judges_on_invented_pairs():
     assert got.tolist() == [1, 0]
     ex = judge.explain("Skive is in Denmark.", "Skive is in Denmark.", "Where is Skive?")
     assert ex["verdict"] == 1 and ex["features"]["f1"] == 1.0 and ex["a"]["beyond"] == ("denmark",)
+
+
+def test_judge_explain_command(capsys):
+    import json
+
+    from elical import cli
+
+    assert cli.main(["judge-explain", "--question", "Where is Skive?", "It is in Denmark.", "--aliases", "Denmark",
+                     "--judges", "normalized,learned"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["normalized"] == {"verdict": 1}
+    assert out["learned"]["aliases"][0]["features"]["floor"] == 1.0 and out["learned"]["answer"]["beyond"] == ["denmark"]
+    assert cli.main(["judge-explain", "A", "B", "--aliases", "A"]) == 2  # equivalence and correctness at once
+    assert cli.main(["judge-explain", "A", "B", "--judges", "bleu"]) == 2
