@@ -47,8 +47,11 @@ class TokenEncoder(Embedder):
 
     `tokens(text)` -> (ids, vectors): word-piece ids (tuple of int; special tokens and punctuation removed) and their unit token
     embeddings, ndarray of shape (n_pieces, 384); `sentence(text)` -> the unit sentence embedding, shape (384,).
-    Parameters as `elical.judges.semantic.Embedder` (model_path, device, batch_size).
+    Parameters as `elical.judges.semantic.Embedder` (model_path, device, batch_size). At most ``max_cached`` texts
+    (5,000) are kept; a batch that would pass it empties the cache first (one call's texts are always all kept).
     """
+
+    max_cached = 5000
 
     def __init__(self, model_path=None, device: str = "cpu", batch_size: int = 64):
         super().__init__(model_path, device, batch_size)
@@ -61,6 +64,9 @@ class TokenEncoder(Embedder):
         todo = list(dict.fromkeys(t for t in texts if t not in self._tokens))
         if not todo:
             return
+        if len(self._tokens) + len(todo) > self.max_cached:  # bounded memory (~30 KB a text): start afresh
+            self._tokens.clear()
+            self._cache.clear()
         outs = self.model.encode(todo, batch_size=self.batch_size, output_value=None, convert_to_numpy=False,
                                  show_progress_bar=False)
         if self._skip is None:  # special tokens and pieces without a letter or digit (punctuation) are not scored

@@ -29,6 +29,7 @@ from elical.judges.features import (CORRECTNESS_FEATURES, EQUIVALENCE_FEATURES, 
 __all__ = ["WEIGHTS_PATH", "Scorer", "export_model", "LearnedEquivalenceJudge", "LearnedCorrectnessJudge"]
 
 WEIGHTS_PATH = Path(__file__).with_name("learned_weights.json")
+_ENCODERS: dict[tuple, TokenEncoder] = {}
 
 
 class Scorer:
@@ -113,7 +114,10 @@ class _Learned:
             raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task} features {self.scorer.features} do not match "
                              f"this version's {self.names}; retrain with benchmarks/judge_cv.py --write")
         self.threshold = self.scorer.threshold if threshold is None else float(threshold)
-        self.encoder = TokenEncoder(model_path, device, batch_size)
+        # One encoder (and text cache) per model and device, shared by the two judges: the answers a run judges for
+        # equivalence are the ones it judges for correctness, so each is encoded once.
+        key = (str(model_path), device, batch_size)
+        self.encoder = _ENCODERS.setdefault(key, TokenEncoder(model_path, device, batch_size))
 
     @property
     def model(self):
