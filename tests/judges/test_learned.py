@@ -148,3 +148,14 @@ def test_judge_explain_command(capsys):
     assert out["learned"]["aliases"][0]["features"]["floor"] == 1.0 and out["learned"]["answer"]["beyond"] == ["denmark"]
     assert cli.main(["judge-explain", "A", "B", "--aliases", "A"]) == 2  # equivalence and correctness at once
     assert cli.main(["judge-explain", "A", "B", "--judges", "bleu"]) == 2
+
+
+@pytest.mark.parametrize("alias", ["Portuguese Language", "Portuguese language", "portuguese language"])
+def test_span_contains_ignores_the_case_of_an_alias(alias):
+    """Kind 6: the default correctness judge gave "Portuguese" for "Portuguese language" but not for
+    "Portuguese Language" (a capitalised alias kept the question's word "language" as part of a name)."""
+    judge = make_correctness_judge("span-contains")
+    q = "What language is spoken in Brazil?"
+    got = judge.judge_many([("Portuguese is spoken in Brazil.", [alias]), ("Spanish is spoken there.", [alias])],
+                           [q, q])
+    assert got.tolist() == [1, 0]

@@ -190,8 +190,8 @@ def make_equivalence_judge(name: str, **kw):
     """An equivalence judge by name (see `EQUIVALENCE_JUDGES`), with ``judge_many(pairs, questions=None)`` and
     ``judge(greedy, samples, question=None)``.
 
-    kw go to the factory: lexical ones take ``threshold``; "embedding" / "span" ``model_path``, ``threshold``,
-    ``device``, ``batch_size``; "nli" requires ``model_path``; "llm" requires ``complete``.
+    kw go to the factory: lexical ones take ``threshold``; "embedding" / "span" / "learned" ``model_path``,
+    ``threshold``, ``device``, ``batch_size`` ("learned" also ``weights``, a JSON file); "nli" requires ``model_path``; "llm" requires ``complete``.
     Raises ValueError for an unknown name (the message lists the names), TypeError for unknown keywords.
     """
     return _spec(name, "equivalence")(**kw)
@@ -203,7 +203,8 @@ def make_correctness_judge(name: str, **kw):
 
     "exact" / "contains": `CorrectnessJudge`; "token-f1" / "rouge-l" / "embedding" / "nli": equivalent to any
     alias (`AliasCorrectnessJudge`; NLI with ``direction="forward"``); "span" / "span-contains":
-    `SpanCorrectnessJudge`; "llm": `elical.judges.llm.LLMJudge` in correctness mode.
+    `SpanCorrectnessJudge`; "normalized": `elical.judges.extract.NormalizedCorrectnessJudge` (the floor);
+    "learned": `elical.judges.learned.LearnedCorrectnessJudge`; "llm": `elical.judges.llm.LLMJudge` in correctness mode.
     Raises ValueError for an unknown name, TypeError for unknown keywords.
     """
     return _spec(name, "correctness")(**kw)

@@ -267,7 +267,7 @@ def span_correct(response: str, alias: str, question: str | None = None, fuzzy_c
             return False
         months = _months(alias)
         return not (months and _months(response) and not months <= _months(response))
-    sa = answer_span(alias, question)
+    sa = answer_span(alias.lower(), question)  # an alias's capitals are arbitrary ("Portuguese Language")
     words, resp = sa.words, sr.words
     if not words:  # only stop words beyond the question ("The Who"): compare with stop words kept
         words = answer_span(alias, question, keep_stop_words=True).words
