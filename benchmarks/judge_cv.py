@@ -2,7 +2,7 @@
 reproducible training of the shipped weights.
 
     python benchmarks/judge_cv.py                     # CV tables (per set and pooled) + feature-group ablation
-    python benchmarks/judge_cv.py --write             # also fit on all pairs and write src/elical/judges/learned_weights.json
+    python benchmarks/judge_cv.py --write             # + fit on all pairs, write src/elical/judges/learned_weights.json
     python benchmarks/judge_cv.py --with-span --no-baselines   # + CV of the features stacked on the span verdict
 
 Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5}.jsonl and
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
     p.add_argument("--write", action="store_true", help="fit on every pair and write the shipped weights")
     p.add_argument("--no-baselines", action="store_true", help="skip the rule judges (faster)")
     p.add_argument("--with-span", action="store_true",
-                   help="also cross-validate the features plus the span judge's verdict as one more column (not shipped)")
+                   help="also cross-validate the features plus the span judge's verdict as a column (not shipped)")
     p.add_argument("--out", type=Path, default=ROOT / "src" / "elical" / "judges" / "learned_weights.json")
     args = p.parse_args(argv)
     from elical.judges import make_correctness_judge, make_equivalence_judge

@@ -145,7 +145,8 @@ def test_judge_explain_command(capsys):
                      "--judges", "normalized,learned"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["normalized"] == {"verdict": 1}
-    assert out["learned"]["aliases"][0]["features"]["floor"] == 1.0 and out["learned"]["answer"]["beyond"] == ["denmark"]
+    assert out["learned"]["aliases"][0]["features"]["floor"] == 1.0
+    assert out["learned"]["answer"]["beyond"] == ["denmark"]
     assert cli.main(["judge-explain", "A", "B", "--aliases", "A"]) == 2  # equivalence and correctness at once
     assert cli.main(["judge-explain", "A", "B", "--judges", "bleu"]) == 2
 

@@ -9,9 +9,10 @@ Two questions are asked of every generated answer (HonestyBench, Ni et al., arXi
 Both receive the question. Modules: `base` (interfaces, input checks), `text` (normalization, numbers, F1,
 ROUGE-L), `rules` (exact / contains / lexical judges), `semantic` (embedding), `span` (question-aware answer
 spans, the defaults), `extract` (answer extraction; the "normalized" alias-containment floor), `features` and
-`learned` (the "learned" classifiers over features, weights shipped in ``learned_weights.json``), `choices` (MMLU lettered choices), `nli`, `llm`. Judges are made by name from
-`EQUIVALENCE_JUDGES` / `CORRECTNESS_JUDGES` (`make_equivalence_judge`, `make_correctness_judge`); the CLI's choices read it too. Measured
-agreement with hand labels: docs/benchmarks.md.
+`learned` (the "learned" classifiers over features, weights shipped in ``learned_weights.json``), `choices`
+(MMLU lettered choices), `nli`, `llm`, `explain` (``elical judge-explain``). Judges are made by name from
+`EQUIVALENCE_JUDGES` / `CORRECTNESS_JUDGES` (`make_equivalence_judge`, `make_correctness_judge`); the CLI's
+choices read it too. Measured agreement with hand labels: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -191,7 +192,8 @@ def make_equivalence_judge(name: str, **kw):
     ``judge(greedy, samples, question=None)``.
 
     kw go to the factory: lexical ones take ``threshold``; "embedding" / "span" / "learned" ``model_path``,
-    ``threshold``, ``device``, ``batch_size`` ("learned" also ``weights``, a JSON file); "nli" requires ``model_path``; "llm" requires ``complete``.
+    ``threshold``, ``device``, ``batch_size`` ("learned" also ``weights``, a JSON file); "nli" requires
+    ``model_path``; "llm" requires ``complete``.
     Raises ValueError for an unknown name (the message lists the names), TypeError for unknown keywords.
     """
     return _spec(name, "equivalence")(**kw)

@@ -92,7 +92,8 @@ def extract(answer: str, question: str | None = None) -> Extraction:
 def alias_contained(answer: str, alias: str, question: str | None = None) -> bool:
     """The floor rule: ``alias``, normalised, occurs as whole tokens in the normalised ``answer``; numbers compared
     as values (every number of the alias among the answer's, "1,000" == "1000", "3.5" != "35"; the alias's other
-    words among the answer's); a short code ("IN", "Au": `elical.judges.rules.is_code`) only as an exact token, so "IN" is not the word "in"; a
+    words among the answer's); a short code ("IN", "Au": `elical.judges.rules.is_code`) only as an exact token,
+    so "IN" is not the word "in"; a
     non-answer (`Extraction.answers` False) or an empty alias is never correct."""
     ext, want = extract(answer, question), normalize_answer(alias).split()
     if not want or not ext.answers:

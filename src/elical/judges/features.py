@@ -45,7 +45,8 @@ def _f1(p: float, r: float) -> float:
 class TokenEncoder(Embedder):
     """MiniLM token and sentence embeddings of each distinct text, encoded once in batches and cached.
 
-    `tokens(text)` -> (ids, vectors): word-piece ids (tuple of int; special tokens and punctuation removed) and their unit token
+    `tokens(text)` -> (ids, vectors): word-piece ids (tuple of int; special tokens and punctuation removed) and
+    their unit token
     embeddings, ndarray of shape (n_pieces, 384); `sentence(text)` -> the unit sentence embedding, shape (384,).
     Parameters as `elical.judges.semantic.Embedder` (model_path, device, batch_size). At most ``max_cached`` texts
     (5,000) are kept; a batch that would pass it empties the cache first (one call's texts are always all kept).
