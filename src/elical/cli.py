@@ -98,6 +98,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if getattr(args, "quiet", False):
         _silence_progress_bars()
+    from elical.extras import MissingExtraError
     from elical.records import InputError
 
     try:
@@ -125,7 +126,7 @@ def main(argv=None) -> int:
                          f"greedy accuracy {s['eval_accuracy']:.1%}" if name == "all" else name)
                 print(format_table(table, title, methods=headline_methods(table)))
             print(f"wall time {results['timings']['total_s']:.0f} s; results in {out}/results.json")
-    except InputError as exc:
+    except (InputError, MissingExtraError) as exc:
         print(f"elical: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

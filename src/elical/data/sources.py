@@ -1,6 +1,6 @@
 """Question sources and splits.
 
-Sources: ``facts`` (embedded, built offline from knowledge packages; :mod:`elical.data.facts`) and any directory in
+Sources: ``facts`` (embedded, frozen from knowledge packages; :mod:`elical.data.facts`) and any directory in
 the HonestyBench QA layout ``<data_dir>/<dataset>/<split>.jsonl`` with lines ``{"question", "answer": [...]}``
 (for example ``../shared/data/honestybench-qa``).
 

@@ -156,7 +156,7 @@ def check_vllm_options(options: dict) -> dict:
         import vllm
     except ImportError:
         raise InputError("--backend", None, "--backend", "the vllm backend needs vLLM on a GPU machine: "
-                         "pip install vllm") from None
+                         "pip install 'elical[vllm]'") from None
     fields = {}
     engine_args = getattr(vllm, "EngineArgs", None)
     if engine_args is not None and dataclasses.is_dataclass(engine_args):
@@ -227,7 +227,7 @@ class VLLMGenerator:
         try:
             import vllm
         except ImportError as exc:
-            raise ImportError("the vllm backend needs vLLM on a GPU machine: pip install vllm") from exc
+            raise ImportError("the vllm backend needs vLLM on a GPU machine: pip install 'elical[vllm]'") from exc
         from elical.generation.models import resolve_model_path
 
         self.decoding = decoding

@@ -162,7 +162,10 @@ def replicas() -> Replicas:
     from datetime import timedelta
 
     import torch
-    from accelerate import PartialState
+
+    from elical.extras import require
+
+    PartialState = require("accelerate", "distributed", "several processes (accelerate launch / torchrun)").PartialState
 
     cpu = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes") or not torch.cuda.is_available()
     timeout = timedelta(seconds=float(os.environ.get("ELICAL_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S)))

@@ -36,6 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
+from elical.extras import require
 from elical.heads.distributed import Replicas, replicas, resolve_precision, step_batches, training_autocast
 from elical.heads.lora_config import LoRAConfig, _rng_devices, detect_target_modules
 from elical.heads.validation import MIN_SAMPLES_FOR_VALIDATION, holdout_split
@@ -116,6 +117,7 @@ class LoRAHead:
 
     # ------------------------------------------------------------------ model plumbing
     def _inject(self, target_modules: Sequence[str]) -> None:
+        require("peft", "lora", "the LoRA head (--head lora)")
         from peft import LoraConfig, inject_adapter_in_model
         from peft.tuners.tuners_utils import cast_adapter_dtype
 

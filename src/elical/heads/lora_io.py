@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from elical.extras import require
 from elical.fileio import atomic_path, write_text_atomic
 from elical.generation.models import load_model
 from elical.heads.distributed import replicas
@@ -55,6 +56,8 @@ def save_lora_head(head, directory) -> None:
 def load_lora_head(cls, directory, model=None, device: str = "cpu"):
     """See :meth:`elical.heads.lora.LoRAHead.load`; ``cls`` is the head class to build."""
     import torch
+
+    require("peft", "lora", "loading a LoRA head")
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from elical.extras import require
 from elical.fileio import atomic_path
 from elical.generation.base import QA_INSTRUCTION
 from elical.records import InputError
@@ -194,6 +195,8 @@ def _read_adapter(lora_dir: Path):
 def _reference_lora_head(lm, tok, lora_dir: Path, net, base_model):
     """A :class:`elical.heads.lora.LoRAHead` carrying the reference adapter, with identity standardisation."""
     import torch
+
+    require("peft", "lora", "a reference LoRA adapter")
     from peft import set_peft_model_state_dict
 
     from elical.heads.lora import LoRAConfig, LoRAHead

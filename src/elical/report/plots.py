@@ -14,6 +14,7 @@ import re
 
 from elical.evaluation import METRICS as _REGISTRY
 from elical.evaluation import headline_metrics
+from elical.extras import require
 
 __all__ = ["METRICS", "GROUP_TITLES", "parse_method", "is_tagged", "slug", "reliability_figures", "vs_k_selections",
            "metric_vs_k_figure", "headline_methods", "bar_figures"]
@@ -57,7 +58,7 @@ def _png(fig) -> bytes:
 def reliability_figures(results: dict, tables: dict[str, dict]) -> dict[str, bytes]:
     """One figure per method family: accuracy per equal-width bin, the gap to the mean confidence, bin counts."""
     import numpy as np
-    from matplotlib.figure import Figure
+    Figure = require("matplotlib.figure", "report", "the report's figures").Figure
 
     families: dict[str, list[str]] = {}
     for method in (m for m in results["results"]["all"] if not is_tagged(m)):
@@ -118,7 +119,7 @@ def vs_k_selections(methods) -> list[tuple[str | None, list[str]]]:
 
 def metric_vs_k_figure(methods: dict, title: str) -> bytes | None:
     """Metrics against k (log axis) with their 95 % bands; None when no method has a k."""
-    from matplotlib.figure import Figure
+    Figure = require("matplotlib.figure", "report", "the report's figures").Figure
 
     curves: dict[str, list[tuple[int, dict]]] = {}
     flat: dict[str, dict] = {}
@@ -177,7 +178,7 @@ def headline_methods(methods) -> list[str]:
 def bar_figures(scopes: dict, aggs: dict) -> dict[str, bytes]:
     """Per-dataset grouped bars (with intervals) and the HonestyBench averages (shaded); {} for one dataset."""
     import numpy as np
-    from matplotlib.figure import Figure
+    Figure = require("matplotlib.figure", "report", "the report's figures").Figure
 
     datasets = [d for d in scopes if d != "all"]
     if not datasets:

@@ -160,9 +160,13 @@ def run_study(preset: str, output, *, seeds=None, k_values=None, targets=_TARGET
              "targets": results, "elicitation": elicitation, "timings": timings}
     write_json_atomic(out / "study.json", json_safe(study))
     (out / "study.md").write_text(format_study(study), encoding="utf-8")
+    from elical.extras import MissingExtraError
     from elical.study.page import build_study_report
 
-    build_study_report(out)
+    try:
+        build_study_report(out)
+    except MissingExtraError as exc:  # the numbers are written; the page can follow with `elical report`
+        print(f"elical: WARNING: no report page: {exc}; then: elical report {out}", file=sys.stderr, flush=True)
     return study
 
 

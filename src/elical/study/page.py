@@ -16,6 +16,7 @@ import json
 import math
 from pathlib import Path
 
+from elical.extras import require
 from elical.fileio import write_bytes_atomic
 from elical.records import InputError
 
@@ -40,7 +41,7 @@ def _png(fig) -> bytes:
 
 
 def _vs_k(summary: dict, metric: str, title: str, n_pool: int) -> bytes:
-    from matplotlib.figure import Figure
+    Figure = require("matplotlib.figure", "report", "the study's figures").Figure
 
     from elical.study.summary import method_family
 
@@ -79,7 +80,7 @@ def _vs_k(summary: dict, metric: str, title: str, n_pool: int) -> bytes:
 
 
 def _elicitation(study: dict) -> bytes:
-    from matplotlib.figure import Figure
+    Figure = require("matplotlib.figure", "report", "the study's figures").Figure
 
     eli = study["elicitation"]
     first = next(iter(study["targets"].values()))["summary"]
