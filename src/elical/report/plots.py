@@ -58,7 +58,7 @@ def _png(fig) -> bytes:
 def reliability_figures(results: dict, tables: dict[str, dict]) -> dict[str, bytes]:
     """One figure per method family: accuracy per equal-width bin, the gap to the mean confidence, bin counts."""
     import numpy as np
-    Figure = require("matplotlib.figure", "report", "the report's figures").Figure
+    Figure = require("matplotlib.figure", "report", "drawing the report's figures").Figure
 
     families: dict[str, list[str]] = {}
     for method in (m for m in results["results"]["all"] if not is_tagged(m)):
@@ -119,7 +119,7 @@ def vs_k_selections(methods) -> list[tuple[str | None, list[str]]]:
 
 def metric_vs_k_figure(methods: dict, title: str) -> bytes | None:
     """Metrics against k (log axis) with their 95 % bands; None when no method has a k."""
-    Figure = require("matplotlib.figure", "report", "the report's figures").Figure
+    Figure = require("matplotlib.figure", "report", "drawing the report's figures").Figure
 
     curves: dict[str, list[tuple[int, dict]]] = {}
     flat: dict[str, dict] = {}
@@ -178,7 +178,7 @@ def headline_methods(methods) -> list[str]:
 def bar_figures(scopes: dict, aggs: dict) -> dict[str, bytes]:
     """Per-dataset grouped bars (with intervals) and the HonestyBench averages (shaded); {} for one dataset."""
     import numpy as np
-    Figure = require("matplotlib.figure", "report", "the report's figures").Figure
+    Figure = require("matplotlib.figure", "report", "drawing the report's figures").Figure
 
     datasets = [d for d in scopes if d != "all"]
     if not datasets:

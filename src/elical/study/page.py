@@ -41,7 +41,7 @@ def _png(fig) -> bytes:
 
 
 def _vs_k(summary: dict, metric: str, title: str, n_pool: int) -> bytes:
-    Figure = require("matplotlib.figure", "report", "the study's figures").Figure
+    Figure = require("matplotlib.figure", "report", "drawing the study's figures").Figure
 
     from elical.study.summary import method_family
 
@@ -80,7 +80,7 @@ def _vs_k(summary: dict, metric: str, title: str, n_pool: int) -> bytes:
 
 
 def _elicitation(study: dict) -> bytes:
-    Figure = require("matplotlib.figure", "report", "the study's figures").Figure
+    Figure = require("matplotlib.figure", "report", "drawing the study's figures").Figure
 
     eli = study["elicitation"]
     first = next(iter(study["targets"].values()))["summary"]
