@@ -28,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="train and evaluate EliCal and its baselines end to end")
     add_run_arguments(r)  # one option per RunConfig field (elical.jobs.config)
     r.add_argument("--output", help="run directory (default: runs/<preset>-<time>)")
-    r.add_argument("--resume", action="store_true", help="continue an existing run directory with the same config")
+    r.add_argument("--resume", action="store_true", help="continue the --output run directory with its saved preset "
+                   "and options (config.json); an option given that differs from them is refused")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     for module in _SUBCOMMAND_MODULES:
         if module == "report":
