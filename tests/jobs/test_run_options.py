@@ -123,3 +123,21 @@ def test_saved_config_roundtrips_through_json(tmp_path):
     cfg = RunConfig(layers=(8, -1), vllm_args=("a=1",), pool_datasets=("x",))
     (tmp_path / "config.json").write_text(json.dumps(asdict(cfg)))
     assert saved_config(tmp_path) == cfg
+
+
+def test_study_passes_on_the_same_declared_options():
+    from elical.jobs.config import given_options
+    from elical.study.command import _RUN_OPTIONS
+
+    args = _parser().parse_args(["study", "--preset", "smoke", "--model", "m", "--head", "mlp", "--layer", "8,-1",
+                                 "--pooling", "mean", "--judge-model", "jm", "--batch-size", "4", "--backend",
+                                 "openai", "--base-url", "http://h/v1", "--equivalence-judge", "nli",
+                                 "--correctness-judge", "exact", "--judge-base-url", "http://j/v1", "--device", "cuda"])
+    assert given_options(args, _RUN_OPTIONS) == {
+        "model": "m", "head": "mlp", "layer": 8, "layers": (8, -1), "pooling": "mean", "semantic_model": "jm",
+        "batch_size": 4, "backend": "openai", "base_url": "http://h/v1", "equivalence_judge": "nli",
+        "correctness_judge": "exact", "judge_base_url": "http://j/v1", "device": "cuda"}
+    assert given_options(_parser().parse_args(["study", "--preset", "cpu"]), _RUN_OPTIONS) == {}  # not the preset
+    for argv in (["--head", "lora"], ["--batch-size", "0"]):  # the study fits probe heads only
+        with pytest.raises(SystemExit):
+            _parser().parse_args(["study", *argv])

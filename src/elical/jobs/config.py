@@ -20,7 +20,8 @@ from pathlib import Path
 
 from elical.records import InputError
 
-__all__ = ["RunConfig", "PRESETS", "RESUME_FREE_FIELDS", "add_run_arguments", "config_from_args", "saved_config"]
+__all__ = ["RunConfig", "PRESETS", "RESUME_FREE_FIELDS", "add_run_arguments", "given_options", "config_from_args",
+           "saved_config"]
 
 
 def _csv_ints(text: str) -> tuple[int, ...]:
@@ -209,28 +210,34 @@ PRESETS: dict[str, RunConfig] = {
 }
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add one option per :class:`RunConfig` field that declares a flag. Every option defaults to None (or False
-    for ``store_true``), so :func:`config_from_args` can tell what the user gave from the preset's value."""
+def add_run_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...] | None = None,
+                      choices: dict[str, tuple] | None = None, helps: dict[str, str] | None = None) -> None:
+    """Add one option per :class:`RunConfig` field that declares a flag (``names``: only these fields, e.g. the
+    run options ``elical study`` passes on; ``choices`` / ``helps``: narrower choices or another help text for some
+    of them). Every option defaults to None, so :func:`config_from_args` can tell what the user gave from the
+    preset's value."""
     for f in fields(RunConfig):
         flag = f.metadata.get("flag")
-        if not flag:
+        if not flag or (names is not None and f.name not in names):
             continue
         kw = dict(f.metadata["argparse"])
-        choices = f.metadata["choices"]
-        if choices is not None:
-            kw["choices"] = list(choices() if callable(choices) else choices)
+        choices_ = (choices or {}).get(f.name, f.metadata["choices"])
+        if choices_ is not None:
+            kw["choices"] = list(choices_() if callable(choices_) else choices_)
         if kw.get("action") in ("store_true", "store_false"):
             kw["default"] = None
-        elif choices is None:
+        elif choices_ is None:
             kw.setdefault("metavar", flag.lstrip("-").upper().replace("-", "_"))
-        parser.add_argument(flag, dest=f.name, help=f.metadata["help"].format(default=f.default), **kw)
+        parser.add_argument(flag, dest=f.name, help=(helps or {}).get(f.name, f.metadata["help"]).format(default=f.default), **kw)
 
 
-def given_options(args: argparse.Namespace) -> dict:
-    """The :class:`RunConfig` fields the user gave on the command line, converted (``{field: value}``)."""
+def given_options(args: argparse.Namespace, names: tuple[str, ...] | None = None) -> dict:
+    """The :class:`RunConfig` fields the user gave on the command line (``names``: only these, as passed to
+    :func:`add_run_arguments`), converted (``{field: value}``)."""
     out = {}
     for f in fields(RunConfig):
+        if names is not None and f.name not in names:
+            continue
         value = getattr(args, f.name, None)
         if value is None:
             continue

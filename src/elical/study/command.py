@@ -193,25 +193,11 @@ def _handler(args) -> int:
         k_values = _parse_k(args.k)
     targets = [t.strip() for t in args.targets.split(",") if t.strip()] if args.targets else _TARGETS
     out = args.output or os.path.join("runs", f"study-{args.preset}")
-    overrides = {}
-    if args.layer is not None:
-        from elical.jobs.layers import parse_layer_arg
+    from elical.jobs.config import given_options
 
-        overrides["layer"], overrides["layers"] = parse_layer_arg(args.layer)
-    if args.pooling is not None:
-        from elical.jobs.layers import parse_pooling_arg
-
-        overrides["pooling"] = parse_pooling_arg(args.pooling)
-    overrides |= {"model": args.model, "head": args.head, "device": args.device, "backend": args.backend,
-                 "base_url": args.base_url, "batch_size": args.batch_size,
-                 "equivalence_judge": args.equivalence_judge, "correctness_judge": args.correctness_judge,
-                 "semantic_model": args.judge_model, "judge_base_url": args.judge_base_url,
-                 "honestybench": args.honestybench, "rejudge": args.rejudge or None,
-                 "alignment_protocol": args.alignment_protocol}
     study = run_study(args.preset, out, seeds=seeds, k_values=k_values, targets=targets,
                       n_bootstrap=args.n_bootstrap, resume=args.resume, progress=not args.quiet,
-                      data_dir=args.data_dir, mmlu_dir=args.mmlu_dir,
-                      **{k: v for k, v in overrides.items() if v is not None})
+                      data_dir=args.data_dir, mmlu_dir=args.mmlu_dir, **given_options(args, _RUN_OPTIONS))
     for target, res in study["targets"].items():
         print(f"label target {target}:")
         print(format_headline(res["headline"]))
@@ -219,10 +205,15 @@ def _handler(args) -> int:
     return 0
 
 
+#: The run options ``elical study`` passes on to its run, declared with ``elical run``'s (elical.jobs.config).
+_RUN_OPTIONS = ("model", "head", "layer", "pooling", "batch_size", "device", "backend", "base_url",
+                "equivalence_judge", "correctness_judge", "semantic_model", "judge_base_url", "honestybench",
+                "rejudge", "alignment_protocol")
+
+
 def register(subparsers) -> None:
     """Add ``elical study [--preset smoke|cpu|paper] [--output DIR] [--resume] ...``."""
-    from elical.generation import BACKENDS
-    from elical.judges import correctness_names, equivalence_names
+    from elical.jobs.config import add_run_arguments
     from elical.study.presets import STUDY_PRESETS
 
     p = subparsers.add_parser("study", help="the HonestyBench study as one resumable command (docs/study.md)",
@@ -233,28 +224,14 @@ def register(subparsers) -> None:
     p.add_argument("--resume", action="store_true", help="continue a study directory with the same configuration")
     p.add_argument("--data-dir", help="HonestyBench QA directory (default ../shared/data/honestybench-qa)")
     p.add_argument("--mmlu-dir", help="MMLU directory (default ../shared/data/mmlu; none: no MMLU)")
-    p.add_argument("--model", help="QA model (default the preset's, smollm2-135m-instruct)")
     p.add_argument("--seeds", help="comma-separated seeds of label choice and head training (default 0-4)")
     p.add_argument("--k", help="comma-separated label counts, 'all' = the whole pool (default: the preset's grid)")
     p.add_argument("--targets", help="label targets, comma-separated: sample-accuracy (the paper's), greedy "
                    "(default both; the first gives the headline)")
-    p.add_argument("--head", choices=["linear", "mlp"], help="probe head (default linear)")
-    p.add_argument("--layer", help="also other hidden layers: 8,15,-1 (the first is the primary) or all; Eli-Only, "
-                   "Cal-Only(k) and EliCal(k) per layer, reported per group in study.md ('EliCal(k) [L8]')")
-    p.add_argument("--pooling", help="with --layer: last (default), mean (over the question's tokens) or last,mean")
     p.add_argument("--n-bootstrap", type=int, help="bootstrap resamples of the intervals (default the preset's)")
-    p.add_argument("--batch-size", type=int, help="questions per generation batch")
-    p.add_argument("--device", help="cpu, cuda, ...")
-    p.add_argument("--backend", choices=BACKENDS.names(), help="generation backend (paper preset: vllm)")
-    p.add_argument("--base-url", help="openai backend: the server's URL")
-    p.add_argument("--equivalence-judge", choices=equivalence_names())
-    p.add_argument("--correctness-judge", choices=correctness_names())
-    p.add_argument("--judge-model", help="judge model (see elical run --help)")
-    p.add_argument("--judge-base-url", help="llm judge: an OpenAI-compatible server")
-    p.add_argument("--honestybench", metavar="DIR", help="the released HonestyBench files of one model instead of "
-                   "generating and judging: --model gives the hidden states only (docs/models.md)")
-    p.add_argument("--rejudge", action="store_true", help="with --honestybench: judge the released answers again")
-    p.add_argument("--alignment-protocol", choices=["elical", "paper"],
-                   help="paper: the run also reports the paper's Alignment protocol (docs/metrics.md)")
+    # the study fits probe heads on the run's saved features (elical.study.protocol): no LoRA head here;
+    # with --layer, Eli-Only, Cal-Only(k) and EliCal(k) per layer are reported per group in study.md
+    add_run_arguments(p, _RUN_OPTIONS, choices={"head": ("linear", "mlp")},
+                      helps={"head": "probe head (default linear)"})
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(handler=_handler)
