@@ -46,11 +46,10 @@ class OpenAIClient:
             raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-        try:
-            import openai
-        except ImportError as exc:
-            raise ImportError("talking to an OpenAI-compatible server needs the openai package: "
-                              "pip install 'elical[openai]'") from exc
+        from elical.extras import require
+
+        # MissingExtraError (an ImportError; exit code 2 from the command line) naming the extra
+        openai = require("openai", "openai", "talking to an OpenAI-compatible server")
         self.base_url = base_url.rstrip("/")
         self.timeout, self.max_retries, self.concurrency = float(timeout), max_retries, concurrency
         self._openai = openai
