@@ -138,6 +138,9 @@ def test_study_passes_on_the_same_declared_options():
         "batch_size": 4, "backend": "openai", "base_url": "http://h/v1", "equivalence_judge": "nli",
         "correctness_judge": "exact", "judge_base_url": "http://j/v1", "device": "cuda"}
     assert given_options(_parser().parse_args(["study", "--preset", "cpu"]), _RUN_OPTIONS) == {}  # not the preset
+    released = _parser().parse_args(["study", "--honestybench", "hb", "--rejudge", "--alignment-protocol", "paper"])
+    assert given_options(released, _RUN_OPTIONS) == {"honestybench": os.path.abspath("hb"), "rejudge": True,
+                                                     "alignment_protocol": "paper"}
     for argv in (["--head", "lora"], ["--batch-size", "0"]):  # the study fits probe heads only
         with pytest.raises(SystemExit):
             _parser().parse_args(["study", *argv])
