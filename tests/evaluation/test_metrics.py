@@ -4,6 +4,8 @@ import math
 import time
 
 import numpy as np
+
+from elical.evaluation.spec import metric_names
 import pytest
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, roc_auc_score
@@ -11,7 +13,7 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 from elical.data.groups import group_of
 from elical.evaluation.aggregate import aggregate
 from elical.evaluation.metrics import (
-    CI_METRICS, accuracy_at_coverage, alignment, alignment_accuracy, aurc, auroc, best_threshold, bootstrap_ci, brier,
+    accuracy_at_coverage, alignment, alignment_accuracy, aurc, auroc, best_threshold, bootstrap_ci, brier,
     ece, evaluate_confidence, reliability_bins, risk_coverage,
 )
 from elical.evaluation.metrics import _auroc_rank
@@ -225,7 +227,7 @@ def test_evaluate_confidence_consistent_and_fast():
     assert res["accuracy"] == pytest.approx(y.mean()) and res["n"] == 1000
     assert (res["n_bins"], res["n_resamples"], res["ci_level"]) == (10, 1000, 0.95)
     assert res["strategy"] == {"ece": "uniform", "ece_quantile": "quantile"}
-    assert set(res["ci"]) == set(CI_METRICS) == {"auroc", "ece", "ece_quantile", "brier", "alignment", "aurc",
+    assert set(res["ci"]) == set(metric_names("interval")) == {"auroc", "ece", "ece_quantile", "brier", "alignment", "aurc",
                                                  "acc@50", "acc@80", "pr_auc", "cov@risk10", "cov@risk20",
                                                  "util@1/9", "util@1", "util@9", "util_mean"}
     # not ECE: its bootstrap is biased upward for a well-calibrated score, the point can sit below the interval
@@ -261,10 +263,10 @@ def test_evaluate_confidence_intervals_equal_bootstrap_ci(n, rounded, n_bins):
 
 
 def test_evaluate_confidence_chunked_resamples_match(monkeypatch):
-    import elical.evaluation.metrics as m
+    import elical.evaluation.decision as d
     y, c = _random(n=90, seed=8, rounded=True)
     whole = evaluate_confidence(y, c, n_resamples=64)
-    monkeypatch.setattr(m, "_CHUNK_ELEMENTS", 90 * 5)  # 5 resamples per chunk, the last chunk partial
+    monkeypatch.setattr(d, "CHUNK_ELEMENTS", 90 * 5)  # 5 resamples per chunk, the last chunk partial
     assert evaluate_confidence(y, c, n_resamples=64) == whole
 
 
