@@ -158,23 +158,35 @@ def _make_generator(cfg: RunConfig, model, tok, decoding, options: dict):
                           **options)
 
 
+def stage_fingerprint(inputs) -> str:
+    """SHA-1 hex digest of a stage's inputs (anything JSON can write, floats included): the one fingerprint of
+    ``--resume``; a stage's saved output is reused exactly when the fingerprint of what it reads is unchanged."""
+    import hashlib
+
+    return hashlib.sha1(json.dumps(inputs, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
 def _stage_estimators(run_dir: Path, test: list[dict], pool: list[dict], cfg: RunConfig, annotator, model, tok,
                       progress: bool, names=None) -> tuple[dict, dict, dict]:
     """Training-free estimators on the evaluation records (model-based ones too unless turned off) and the
     record-based ones on the pool (for the calibrated baselines). Semantic entropy clusters with the run's own
-    equivalence judge. Kept in ``estimators.json`` with a fingerprint of their inputs (the records' answers,
-    log-probs and judgements, the model, the judge, the seed), so ``--resume`` reuses them when those match.
+    equivalence judge. Kept in ``estimators.json`` with a fingerprint of what they read, derived from their
+    declarations (:func:`elical.estimators.stats.declared_inputs`: the record fields, the pool's fields, the
+    context), plus the model, the judge and the seed, so ``--resume`` reuses them exactly when those match.
     ``names``: the record-based estimators to run (default all). Returns ({name: test confidences}, {name: info},
     {name: pool scores})."""
-    import hashlib
-
+    from elical.estimators import names_of_kind
+    from elical.estimators.stats import declared_inputs
     from elical.jobs.evaluate import model_estimates, record_estimates
 
-    keys = ("id", "greedy_response", "greedy_logprobs", "sampling_response", "sampling_cumulative_logprobs",
-            "consistency_judgement", "consistency_rougeL", "split")
-    blob = json.dumps([[r.get(k) for k in keys] for r in test + pool] + [cfg.model, cfg.equivalence_judge,
-                                                                          cfg.seed, cfg.model_estimators])
-    fingerprint = hashlib.sha1(blob.encode("utf-8")).hexdigest()
+    with_model = cfg.model_estimators and not cfg.honestybench  # Verbal decodes; released runs never do
+    reads = declared_inputs(list(names or names_of_kind("record", "semantic"))
+                            + (names_of_kind("model") if with_model else []))
+    fingerprint = stage_fingerprint(
+        {"test": [[r.get(k) for k in ("id", "split", *reads["fields"])] for r in test],
+         "pool": [[r.get(k) for k in ("id", "split", *reads["fields"], *reads["pool_fields"])] for r in pool],
+         "reads": reads, "config": [cfg.model, cfg.equivalence_judge, cfg.semantic_model, cfg.seed,
+                                    cfg.model_estimators]})
     path = run_dir / "estimators.json"
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
@@ -186,7 +198,7 @@ def _stage_estimators(run_dir: Path, test: list[dict], pool: list[dict], cfg: Ru
     equivalent = annotator.semantic if annotator is not None else None
     confidences = record_estimates(test, names, equivalent=equivalent)
     info = {}
-    if cfg.model_estimators and not cfg.honestybench:  # Verbal decodes; released runs never do
+    if with_model:
         estimates = model_estimates(model, tok, test, pool, k=8, seed=cfg.seed, batch_size=cfg.batch_size,
                                     progress=progress)
         confidences.update({name: e.confidence for name, e in estimates.items()})
