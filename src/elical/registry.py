@@ -99,11 +99,19 @@ class Registry:
 
     def create(self, name: str, /, **kwargs) -> Any:
         """``factory(**kwargs)`` of ``name``. Raises :class:`UnknownNameError` for an unknown name and ValueError
-        naming the missing arguments when a need is not in ``kwargs`` (or is None)."""
+        naming the missing arguments when a need is not in ``kwargs`` (or is None), and, when the entry declares
+        ``accepts`` (its optional keywords), ValueError naming a keyword that is neither needed nor accepted (so
+        that, e.g., a model directory given to a judge that takes none is a clear error, not a TypeError)."""
         entry = self[name]
         missing = [n for n in entry.needs if kwargs.get(n) is None]
         if missing:
             raise ValueError(f"{self.kind} {name!r} needs {', '.join(missing)}")
+        if "accepts" in entry.info:
+            allowed = set(entry.needs) | set(entry.info["accepts"])
+            unknown = sorted(set(kwargs) - allowed)
+            if unknown:
+                takes = ", ".join(sorted(allowed)) or "no arguments"
+                raise ValueError(f"{self.kind} {name!r} takes no {', '.join(map(repr, unknown))} (it takes: {takes})")
         return entry.load()(**kwargs)
 
 
