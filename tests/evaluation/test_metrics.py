@@ -65,6 +65,15 @@ def test_ece_confidence_one_stays_in_the_sum():
     assert reliability_bins([1, 0], [1.0, 0.0])["count"].tolist() == [1] + [0] * 8 + [1]
 
 
+def test_reliability_bins_with_one_question_per_bin():
+    # a bin holding a single question has that question's accuracy and confidence; empty bins are nan
+    # (a mutant that required two questions per bin survived the suite before this test: docs/metrics.md)
+    bins = reliability_bins([1, 0, 1], [0.05, 0.55, 0.95])
+    expected_acc = [1.0] + [np.nan] * 4 + [0.0] + [np.nan] * 3 + [1.0]
+    np.testing.assert_array_equal(bins["accuracy"], expected_acc)
+    np.testing.assert_allclose(bins["mean_confidence"], [0.05] + [np.nan] * 4 + [0.55] + [np.nan] * 3 + [0.95])
+
+
 def test_ece_left_closed_edges():
     # 0.3 is the lower edge of bin [0.3, 0.4): same bin as 0.35 -> |0.5 - 0.325|
     assert ece([1, 0], [0.3, 0.35]) == pytest.approx(0.175)
