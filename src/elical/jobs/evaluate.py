@@ -165,13 +165,13 @@ def _as_input_error(exc, rec_path: Path, line_of: dict, name: str) -> InputError
 
 
 def _se_judge(name: str, model_path: str | None, cfg: dict):
-    from elical.judges import make_equivalence_judge
+    from elical.judges import judge_model_kw, make_equivalence_judge
 
-    if name in ("embedding", "span", "nli"):
-        model_path = model_path or cfg.get("semantic_model")
     try:
-        return make_equivalence_judge(name, **({"model_path": model_path} if model_path else {}))
-    except (TypeError, ValueError) as exc:
+        keyword = judge_model_kw(name, "equivalence")  # None: the judge takes no model (the registry says)
+        model_path = (model_path or cfg.get("semantic_model")) if keyword else model_path
+        return make_equivalence_judge(name, **({keyword or "model_path": model_path} if model_path else {}))
+    except ValueError as exc:
         raise InputError("--se-judge", None, "--se-judge", str(exc)) from None
 
 
