@@ -94,6 +94,9 @@ def _silence_progress_bars() -> None:
 
 
 def main(argv=None) -> int:
+    from elical.registry import load_plugins
+
+    load_plugins()  # entries of installed plug-in packages, before the registries give the CLI its choices
     args = _parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the defaults are offline; a user may set it to 0
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -25,6 +25,34 @@ def all_questions(shared_data):
     return out
 
 
+# (question, its split key written by hand from normalize_question's rule: casefolded, punctuation to spaces,
+# articles dropped)
+KEYED = [("What is the capital of France?", "what is capital of france"),
+         ("Who wrote Hamlet?", "who wrote hamlet"),
+         ("In which country is the city of Lyon?", "in which country is city of lyon"),
+         ("What is the chemical symbol of gold?", "what is chemical symbol of gold"),
+         ("When was The Eiffel Tower built?", "when was eiffel tower built"),
+         ("Who painted the Mona Lisa?", "who painted mona lisa"),
+         ("What currency is used in Japan?", "what currency is used in japan"),
+         ("How many legs does a spider have?", "how many legs does spider have")]
+
+
+def test_hash_split_is_sha1_of_the_normalized_question():
+    # an independent implementation of the documented rule: the first 15 hex digits of SHA-1 as a fraction of
+    # 16**15, "train" below 0.5. Python's salted hash() or another digest would differ on some of these.
+    import hashlib
+
+    from elical.data.sources import normalize_question
+
+    sides = []
+    for question, key in KEYED:
+        assert normalize_question(question) == key
+        u = int(hashlib.sha1(key.encode("utf-8")).hexdigest()[:15], 16) / 16 ** 15
+        sides.append("train" if u < 0.5 else "test")
+        assert hash_split(question) == sides[-1], question
+    assert len(set(sides)) == 2  # both sides occur, so a constant split fails too
+
+
 def test_hash_split_is_stable_and_balanced(shared_data):
     qs = load_dataset("nq", shared_data / "honestybench-qa")
     sides = Counter(hash_split(q["question"]) for q in qs)

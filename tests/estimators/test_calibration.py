@@ -112,10 +112,31 @@ def test_isotonic_ties_in_scores_are_averaged():
     np.testing.assert_allclose(cal.predict([0.5, 0.9]), [2 / 3, 1.0])
 
 
+def _pav(scores, y):
+    """Pool-adjacent-violators written out (Barlow et al., 1972): {distinct score: fitted value}, ties pooled
+    first. An implementation independent of scikit-learn's."""
+    blocks = []  # [sum of y, count, scores]
+    for v in sorted(set(scores)):
+        ys = [t for s_, t in zip(scores, y) if s_ == v]
+        blocks.append([float(sum(ys)), len(ys), [v]])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, n, members = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += n
+            blocks[-1][2] += members
+    return {v: total / n for total, n, members in blocks for v in members}
+
+
 def test_isotonic_is_monotone_and_in_unit_interval():
     s, y = _data(n=200, seed=2)
-    p = IsotonicCalibrator().fit(s, y).predict(np.linspace(-1, 2, 301))
+    cal = IsotonicCalibrator().fit(s, y)
+    p = cal.predict(np.linspace(-1, 2, 301))
     assert np.all(np.diff(p) >= 0) and p.min() >= 0.0 and p.max() <= 1.0
+    # at the training scores the fit is the pooled means of PAV, and it is far from constant
+    expected = _pav(list(np.round(s, 12)), list(y))
+    knots = np.array(sorted(expected))
+    np.testing.assert_allclose(cal.predict(knots), [expected[v] for v in knots], atol=1e-9)
+    assert p[0] < 0.2 and p[-1] > 0.8
 
 
 # --------------------------------------------------------------------------------------------- one class, errors

@@ -220,9 +220,21 @@ def test_registry_names_and_ranges():
                                                    "SE-Weighted"]
     records = [rec(rid=str(i), samples=s, slps=(-0.5, -3.0, -1.0)) for i, s in
                enumerate([("Rome", "Rome", "Rome"), ("Rome", "Oslo", "Bern"), ("", "Oslo", "oslo")])]
-    for name in names_of_kind("record", "semantic"):
-        c = estimate(name, records, EstimatorContext(equivalent=same_normalized)).confidence
+    got = {name: estimate(name, records, EstimatorContext(equivalent=same_normalized)).confidence
+           for name in names_of_kind("record", "semantic")}
+    for name, c in got.items():
         assert c.shape == (3,) and ((c >= 0) & (c <= 1)).all(), name
+    # by hand. Record 0: one cluster (SE 0, confidence 1); record 1: three singletons (SE = log 3, confidence 0);
+    # record 2: clusters {""} and {Oslo, oslo}, discrete p = (1/3, 2/3). Weighted (every sample has 1 token, so
+    # none is a 0-token stop): sequence probabilities e^-0.5, e^-3, e^-1 normalized; record 1 keeps three
+    # clusters with those weights, record 2 pools e^-3 + e^-1. Greedy "Paris" is not empty: no zeroing.
+    np.testing.assert_allclose(got["SE-Discrete"], [1.0, 0.0, 1 - H(1 / 3, 2 / 3) / LN(3)], atol=1e-12)
+    w = np.exp([-0.5, -3.0, -1.0])
+    w = w / w.sum()
+    np.testing.assert_allclose(got["SE-Weighted"], [1.0, 1 - H(*w) / LN(3), 1 - H(w[0], w[1] + w[2]) / LN(3)],
+                               atol=1e-12)
+    np.testing.assert_allclose(got["Prob"], [math.exp(-0.3)] * 3)
+    np.testing.assert_allclose(got["Consis-Sem"], [2 / 3] * 3)
 
 
 def test_estimators_on_recorded_real_records():

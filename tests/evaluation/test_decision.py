@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from elical.evaluation.decision import decision_metrics, pr_auc, risk_threshold, utility_threshold
+from elical.evaluation.decision import pr_auc, risk_threshold, utility_threshold
+from elical.evaluation.spec import score_all
 from elical.evaluation.metrics import evaluate_confidence
 
 # ranked by confidence: correct, correct, wrong, correct, wrong, wrong, correct, wrong
@@ -36,9 +37,11 @@ def test_utility_threshold_by_hand():
 def test_thresholds_from_dev_scored_on_test():
     y = np.r_[Y, [1, 0, 1, 0]]
     c = np.r_[C, [0.85, 0.75, 0.65, 0.1]]
-    point, ci = decision_metrics(y, c, np.arange(8), np.arange(8, 12), n_resamples=50, seed=0, level=0.95)
-    assert point["thresholds"] == {"cov@risk10": 0.8, "cov@risk20": 0.8, "util@1/9": 0.3, "util@1": 0.6,
-                                   "util@9": 0.8}
+    point, chosen, ci = score_all(y, c, np.arange(8), np.arange(8, 12), n_bins=10, n_resamples=50, seed=0,
+                                  level=0.95)
+    assert {k: chosen[k] for k in ("cov@risk10", "cov@risk20", "util@1/9", "util@1", "util@9")} == \
+        {"cov@risk10": 0.8, "cov@risk20": 0.8, "util@1/9": 0.3, "util@1": 0.6, "util@9": 0.8}
+    assert chosen["util_mean"] == [0.3, 0.6, 0.8]
     assert point["cov@risk10"] == 0.25  # only 0.85 of the test part is answered
     assert point["util@1"] == pytest.approx((1 - 1 + 1) / 4)
     assert point["util@9"] == pytest.approx(1 / 4)

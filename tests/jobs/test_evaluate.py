@@ -90,7 +90,7 @@ def test_evaluate_adds_every_estimator_and_keeps_trained_methods(tmp_path, capsy
     assert sorted(before.splitlines()) == sorted(after.splitlines())
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["estimators"]["SE-Weighted"]["judge"] == "exact"
-    assert res["estimators"]["SE-Weighted"]["length_normalized"] is False
+    assert res["estimators"]["SE-Weighted"]["se_length_normalized"] is False
     assert res["estimators"]["SE-Discrete"]["judge"] == "span"  # from the first call, kept
 
 

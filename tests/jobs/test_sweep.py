@@ -17,7 +17,7 @@ from elical.heads.stages import fit_eli_only
 from elical.heads.labeling import random_label_order, stratified_label_order
 from elical.jobs.run import RunConfig, run
 from elical.records import read_records, self_consistency
-from elical.jobs.sweep import METRICS, default_k_grid, run_sweep
+from elical.jobs.sweep import default_k_grid, run_sweep, summarised
 
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "smoke_run"
@@ -107,7 +107,7 @@ def test_mean_and_std_are_over_the_per_seed_values(swept):
                                                              ("Cal-Only", "stratified")}
     for r in rows:
         assert r["n_seeds"] == 2 and set(r["per_seed"]) == {"0", "1"}
-        for m in METRICS:
+        for m in summarised():
             v = np.array([r["per_seed"][s][m] for s in ("0", "1")], dtype=float)
             if np.isnan(v).any():
                 continue

@@ -392,13 +392,15 @@ def test_registry_names_and_errors():
         make_correctness_judge("bleu")
     with pytest.raises(ValueError, match="unknown equivalence judge 'span-contains'"):
         make_equivalence_judge("span-contains")  # a correctness judge only
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match=r"equivalence judge 'exact' takes no 'model_path' \(it takes: threshold\)"):
         make_equivalence_judge("exact", threshold=0.5, model_path="x")
+    with pytest.raises(ValueError, match="correctness judge 'span' takes no 'model_path'"):
+        make_correctness_judge("span", model_path="x")  # was a raw TypeError from the class
     assert isinstance(make_equivalence_judge("embedding", threshold=0.9), SemanticEquivalenceJudge)
     assert make_equivalence_judge("embedding", threshold=0.9).threshold == 0.9
     with pytest.raises(ValueError, match="model_path"):
         make_equivalence_judge("nli")
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="needs complete"):
         make_equivalence_judge("llm")  # needs a completion backend
 
 

@@ -78,19 +78,30 @@ def load_dataset(name: str, data_dir: str | Path | None = None, mmlu_dir: str | 
     lettered choices), else a folder name under ``data_dir`` (the HonestyBench QA layout).
 
     Returns dicts with ``id``, ``dataset``, ``question``, ``answer`` (MMLU also ``choices``, ``answer_index``).
-    Raises InputError for a missing dataset, a missing directory or a bad line (file, line and field named)."""
+    Raises InputError for a missing dataset, a missing directory or option (named from the source's spec) or a
+    bad line (file, line and field named)."""
+    spec = source_of(name, data_dir)
+    given = {"data_dir": data_dir, "mmlu_dir": mmlu_dir, "name": name}
+    for need in spec.needs:
+        if given.get(need) is None:
+            option = spec.info["options"].get(need, need)
+            example = f" (e.g. {spec.info['example']})" if spec.info.get("example") else ""
+            raise InputError(option, None, "--datasets", f"dataset '{name}' needs {option}{example}")
     from elical.data import SOURCES
 
-    if name == "facts" and (data_dir is None or not (Path(data_dir) / "facts").is_dir()):
-        return SOURCES.create("facts")
-    if name == "mmlu" and (data_dir is None or not (Path(data_dir) / "mmlu").is_dir()):
-        if mmlu_dir is None:
-            raise InputError("--mmlu-dir", None, "--datasets", "dataset 'mmlu' needs --mmlu-dir "
-                             "(e.g. ../shared/data/mmlu)")
-        return SOURCES.create("mmlu", mmlu_dir=mmlu_dir)
-    if data_dir is None:
-        raise InputError("--data-dir", None, "--datasets", f"dataset '{name}' needs --data-dir")
-    return SOURCES.create("qa-folder", data_dir=data_dir, name=name)
+    return SOURCES.create(spec.name, **{need: given[need] for need in spec.needs})
+
+
+def source_of(name: str, data_dir: str | Path | None = None):
+    """The :data:`elical.data.SOURCES` entry (dataset spec) that serves dataset ``name``: the one whose
+    ``dataset`` is ``name`` unless a folder of that name under ``data_dir`` exists, else ``qa-folder``."""
+    from elical.data import SOURCES
+
+    for source in SOURCES:
+        entry = SOURCES[source]
+        if entry.info.get("dataset") == name and (data_dir is None or not (Path(data_dir) / name).is_dir()):
+            return entry
+    return SOURCES["qa-folder"]
 
 
 def read_qa_folder(data_dir: str | Path, name: str) -> list[dict]:

@@ -31,7 +31,7 @@ from elical.records import greedy_text
 
 __all__ = [
     "EstimatorInputError", "prob", "n_prob", "consis_lex", "consis_sem", "semantic_clusters",
-    "semantic_clusters_many", "semantic_entropy", "se_discrete", "se_weighted",
+    "semantic_clusters_many", "sample_clusters", "semantic_entropy", "se_discrete", "se_weighted",
 ]  # fmt: skip
 
 
@@ -278,8 +278,18 @@ def _sequence_weights(record: dict, index: int, samples: list[str], length_norma
     return weights
 
 
+def sample_clusters(records: Sequence[dict], equivalent=None) -> list[np.ndarray]:
+    """The semantic clusters of each record's N sampled answers (int ndarray of shape (N,) per record), by
+    :func:`semantic_clusters_many` with the record's question: the statistic SE-Discrete and SE-Weighted share
+    (computed once per run by :func:`elical.estimators.estimate`). Raises :class:`EstimatorInputError` for
+    missing or empty samples."""
+    groups = [_samples(r, i) for i, r in enumerate(records)]
+    questions = [r.get("question") if isinstance(r.get("question"), str) else None for r in records]
+    return semantic_clusters_many(groups, equivalent, questions)
+
+
 def semantic_entropy(records: Sequence[dict], *, weighted: bool = False, equivalent=None,
-                     length_normalized: bool = False) -> np.ndarray:
+                     length_normalized: bool = False, clusters=None) -> np.ndarray:
     """Semantic entropy (nats) of each record's N sampled answers; ndarray of shape (n,), in [0, log N].
 
     The N samples (``sampling_response``) are clustered by bidirectional equivalence
@@ -294,23 +304,29 @@ def semantic_entropy(records: Sequence[dict], *, weighted: bool = False, equival
       are counted once, so no cluster gets more than probability 1. A 0-token sample (an immediate stop, whose
       probability the record does not hold) keeps its sampling share 1/N.
 
-    ``SE = -sum_C p(C) log p(C)``. Raises :class:`EstimatorInputError` naming the record for missing or empty
-    samples, and (weighted) missing, NaN, positive or mismatched log-probs.
+    ``SE = -sum_C p(C) log p(C)``. ``clusters``: :func:`sample_clusters` of ``records`` computed before (shared
+    with the other estimator); None: clustered here with ``equivalent``. Raises :class:`EstimatorInputError`
+    naming the record for missing or empty samples, and (weighted) missing, NaN, positive or mismatched log-probs.
     """
     groups = [_samples(r, i) for i, r in enumerate(records)]
     weights = [_sequence_weights(r, i, g, length_normalized) if weighted else np.full(len(g), 1.0 / len(g))
                for i, (r, g) in enumerate(zip(records, groups))]
     out = np.empty(len(records))
-    questions = [r.get("question") if isinstance(r.get("question"), str) else None for r in records]
-    for i, (ids, w) in enumerate(zip(semantic_clusters_many(groups, equivalent, questions), weights)):
+    if clusters is None:
+        clusters = sample_clusters(records, equivalent)
+    elif len(clusters) != len(records) or any(len(c) != len(g) for c, g in zip(clusters, groups)):
+        raise ValueError("clusters must hold one cluster id per sampled answer of each record")
+    for i, (ids, w) in enumerate(zip(clusters, weights)):
         p = np.bincount(ids, weights=w)
         p = p[p > 0] / p.sum()
         out[i] = float(-(p * np.log(p)).sum())
     return out
 
 
-def _se_confidence(records: Sequence[dict], weighted: bool, equivalent, length_normalized: bool = False) -> np.ndarray:
-    se = semantic_entropy(records, weighted=weighted, equivalent=equivalent, length_normalized=length_normalized)
+def _se_confidence(records: Sequence[dict], weighted: bool, equivalent, length_normalized: bool = False,
+                   clusters=None) -> np.ndarray:
+    se = semantic_entropy(records, weighted=weighted, equivalent=equivalent, length_normalized=length_normalized,
+                          clusters=clusters)
     n = np.array([len(r["sampling_response"]) for r in records], dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         conf = np.where(n > 1, 1.0 - se / np.log(np.maximum(n, 2)), 1.0)
@@ -318,23 +334,25 @@ def _se_confidence(records: Sequence[dict], weighted: bool, equivalent, length_n
     return np.clip(conf, 0.0, 1.0)
 
 
-def se_discrete(records: Sequence[dict], equivalent=None) -> np.ndarray:
+def se_discrete(records: Sequence[dict], equivalent=None, clusters=None) -> np.ndarray:
     """SE-Discrete confidence: ``1 - SE / log N`` with discrete semantic entropy (Farquhar et al., 2024).
 
     ``log N`` is the largest entropy N samples can show (all in different clusters), so the confidence is 1 when
     all samples agree and 0 when none do; N = 1 gives 1.0. An empty greedy answer gets 0.0.
     records : sequence of n records; returns ndarray of shape (n,) in [0, 1]. ``equivalent``: see
-    :func:`semantic_clusters_many`. Errors as in :func:`semantic_entropy`."""
-    return _se_confidence(records, False, equivalent)
+    :func:`semantic_clusters_many`; ``clusters``: precomputed :func:`sample_clusters`. Errors as in
+    :func:`semantic_entropy`."""
+    return _se_confidence(records, False, equivalent, clusters=clusters)
 
 
-def se_weighted(records: Sequence[dict], equivalent=None, length_normalized: bool = False) -> np.ndarray:
+def se_weighted(records: Sequence[dict], equivalent=None, length_normalized: bool = False,
+                clusters=None) -> np.ndarray:
     """SE-Weighted confidence: ``1 - SE / log N`` with likelihood-weighted semantic entropy (Kuhn et al., 2023).
 
     As :func:`se_discrete`, with cluster probabilities from the samples' normalized sequence probabilities
     (needs ``sampling_cumulative_logprobs``; records from a backend without log-probs raise
     :class:`EstimatorInputError`). ``length_normalized``: weight by the mean token log-prob instead (Farquhar et
     al.'s default; steadier when samples are cut at ``max_new_tokens``, where whole-sequence probabilities differ
-    by many nats and one sample takes all the mass)."""
-    return _se_confidence(records, True, equivalent, length_normalized)
+    by many nats and one sample takes all the mass). ``clusters``: precomputed :func:`sample_clusters`."""
+    return _se_confidence(records, True, equivalent, length_normalized, clusters)
 

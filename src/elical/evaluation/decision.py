@@ -16,17 +16,18 @@ Definitions (docs/metrics.md), all on y (0/1: the greedy answer is correct) and 
 
 The dev / test parts are Alignment's (:func:`elical.evaluation.metrics.alignment`): nothing is chosen on the
 part that is scored. Bootstrap intervals resample the test part with the thresholds held fixed (PR-AUC: all n).
+
+This module also holds elical's one bootstrap: :func:`resample_rows` (the resampled question indices, in chunks)
+and :func:`percentile_interval`; ``evaluate_confidence``, ``bootstrap_ci`` and the study's paired intervals use them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["DECISION_METRICS", "pr_auc", "pr_auc_rows", "risk_threshold", "utility_threshold", "decision_metrics"]
+__all__ = ["pr_auc", "pr_auc_rows", "pr_auc_batch", "risk_threshold", "utility_threshold",
+           "utility_thresholds", "coverage_at", "utility_at", "mean_utility_at", "resample_rows", "percentile_interval"]
 
-RISKS = {"cov@risk10": 0.1, "cov@risk20": 0.2}
-COSTS = {"util@1/9": 1 / 9, "util@1": 1.0, "util@9": 9.0}
-DECISION_METRICS = ("pr_auc", *RISKS, *COSTS, "util_mean")
 
 
 def pr_auc(y, c) -> float:
@@ -70,8 +71,43 @@ def utility_threshold(y, c, cost: float) -> float:
     return float(candidates[int(np.argmax(n_pos - cost * n_neg))])
 
 
-def _resamples(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
+def utility_thresholds(y, c, costs) -> list[float]:
+    """:func:`utility_threshold` for each cost of ``costs`` (``util_mean``'s dev choice)."""
+    return [utility_threshold(y, c, cost) for cost in costs]
+
+
+def coverage_at(Y, C, threshold: float, risk: float | None = None):
+    """Share answered (``C >= threshold``) along the last axis: a float for shape (m,), shape (R,) for (R, m).
+    ``risk`` is the target the threshold was chosen for (unused here)."""
+    return np.mean(np.asarray(C) >= threshold, axis=-1)
+
+
+def utility_at(Y, C, threshold: float, cost: float):
+    """Mean utility along the last axis at ``threshold``: +1 correct answered, -cost wrong answered, 0 abstained."""
+    Y, C = np.asarray(Y), np.asarray(C)
+    return np.mean(np.where(C >= threshold, np.where(Y == 1, 1.0, -cost), 0.0), axis=-1)
+
+
+def mean_utility_at(Y, C, thresholds, costs):
+    """Mean over ``costs`` of :func:`utility_at`, each at its own threshold."""
+    return np.mean([utility_at(Y, C, t, cost) for t, cost in zip(thresholds, costs)], axis=0)
+
+
+#: Resampled indices held at once by the bootstrap (memory bound), the default chunk of :func:`resample_rows`.
+CHUNK_ELEMENTS = 250_000
+
+
+def resample_rows(n: int, n_resamples: int, seed, chunk_elements: int | None = -1):
+    """elical's bootstrap resampling (Efron & Tibshirani, 1993): yields index matrices of shape (r, n), r rows per
+    chunk (at most ``chunk_elements`` indices, -1: :data:`CHUNK_ELEMENTS`; None: one chunk), ``n_resamples`` rows in all, each n draws with
+    replacement from range(n). ``seed``: an int (``np.random.default_rng(seed)``) or a Generator to draw from
+    (the study draws every dataset from one). The rows are the stream of ``n_resamples`` successive
+    ``rng.integers(0, n, size=n)`` calls, whatever the chunking."""
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    chunk_elements = CHUNK_ELEMENTS if chunk_elements == -1 else chunk_elements
+    rows = n_resamples if chunk_elements is None else max(1, chunk_elements // max(n, 1))
+    for start in range(0, n_resamples, rows):
+        yield rng.integers(0, n, size=(min(rows, n_resamples - start), n))
 
 
 def pr_auc_rows(Y: np.ndarray, C: np.ndarray, chunk_elements: int = 250_000) -> np.ndarray:
@@ -97,6 +133,11 @@ def pr_auc_rows(Y: np.ndarray, C: np.ndarray, chunk_elements: int = 250_000) -> 
     return out
 
 
+def pr_auc_batch(Y: np.ndarray, C: np.ndarray, n_bins: int = 10) -> np.ndarray:
+    """:func:`pr_auc_rows` in the metric registry's ``rows(Y, C, n_bins)`` form (``n_bins`` unused)."""
+    return pr_auc_rows(Y, C)
+
+
 def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]:
     """Percentile bootstrap interval of ``values`` at ``level``, nan resamples dropped; (nan, nan) when all are."""
     v = values[~np.isnan(values)]
@@ -105,28 +146,3 @@ def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]
     alpha = (1.0 - level) / 2.0
     low, high = np.quantile(v, [alpha, 1.0 - alpha])
     return float(low), float(high)
-
-
-def decision_metrics(y: np.ndarray, c: np.ndarray, dev: np.ndarray, test: np.ndarray, n_resamples: int, seed: int,
-                     level: float) -> tuple[dict, dict]:
-    """Point values and percentile bootstrap intervals of :data:`DECISION_METRICS`, plus the chosen thresholds.
-
-    y, c : ndarrays of shape (n,) (checked by the caller); dev, test : index arrays of the dev and test parts.
-    Returns ({metric: value, "thresholds": {metric: t}}, {metric: [low, high]})."""
-    y_d, c_d, y_t, c_t = y[dev], c[dev], y[test], c[test]
-    thresholds = {name: risk_threshold(y_d, c_d, r) for name, r in RISKS.items()}
-    thresholds.update({name: utility_threshold(y_d, c_d, k) for name, k in COSTS.items()})
-    gain = {name: np.where(y_t == 1, 1.0, -k) for name, k in COSTS.items()}
-    point = {"pr_auc": pr_auc(y, c)}
-    point.update({name: float(np.mean(c_t >= thresholds[name])) for name in RISKS})
-    point.update({name: float(np.mean(np.where(c_t >= thresholds[name], gain[name], 0.0))) for name in COSTS})
-    point["util_mean"] = float(np.mean([point[name] for name in COSTS]))
-    idx = _resamples(y_t.shape[0], n_resamples, seed)
-    boot = {name: np.mean(c_t[idx] >= thresholds[name], axis=1) for name in RISKS}
-    boot.update({name: np.mean(np.where(c_t[idx] >= thresholds[name], gain[name][idx], 0.0), axis=1)
-                 for name in COSTS})
-    boot["util_mean"] = np.mean([boot[name] for name in COSTS], axis=0)
-    full = _resamples(y.shape[0], n_resamples, seed)
-    boot["pr_auc"] = pr_auc_rows(y[full], c[full])
-    point["thresholds"] = thresholds
-    return point, {name: list(percentile_interval(boot[name], level)) for name in DECISION_METRICS}

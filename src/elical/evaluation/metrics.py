@@ -16,16 +16,10 @@ import numpy as np
 from scipy.stats import rankdata
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-from elical.evaluation import METRICS
-from elical.evaluation.decision import decision_metrics, percentile_interval
+from elical.evaluation.decision import percentile_interval, resample_rows
 from elical.evaluation.paper import paper_alignment
 
 _STRATEGIES = ("uniform", "quantile")
-# Metrics whose interval evaluate_confidence computes (alignment and the decision metrics: over the test part):
-# every registered metric.
-CI_METRICS = tuple(METRICS)
-_VECTORIZED = ("auroc", "ece", "ece_quantile", "brier", "aurc", "acc@50", "acc@80", "alignment")
-_CHUNK_ELEMENTS = 250_000  # resampled values held at once by the vectorized bootstrap (memory bound)
 
 
 # ----------------------------------------------------------------------------------------------- validation
@@ -154,31 +148,9 @@ def _check_resamples(n_resamples, level) -> float:
     return _check_fraction("confidence_level", level)
 
 
-def _bootstrap(metrics: dict, y: np.ndarray, c: np.ndarray, n_resamples: int, level: float, seed: int) -> dict:
-    """Percentile intervals of several metrics on the same resamples; nan resamples dropped per metric."""
-    level = _check_resamples(n_resamples, level)
-    rng = np.random.default_rng(seed)
-    n = y.shape[0]
-    values = np.empty((len(metrics), n_resamples))
-    fns = list(metrics.values())
-    for r in range(n_resamples):
-        idx = rng.integers(0, n, size=n)
-        y_r, c_r = y[idx], c[idx]
-        for j, fn in enumerate(fns):
-            values[j, r] = fn(y_r, c_r)
-    return {name: percentile_interval(values[j], level) for j, name in enumerate(metrics)}
-
-
-def _resample_chunks(n: int, n_resamples: int, seed: int):
-    """Index matrices (rows = resamples) drawing the same stream as n_resamples calls rng.integers(0, n, n)."""
-    rng = np.random.default_rng(seed)
-    rows = max(1, _CHUNK_ELEMENTS // n)
-    for start in range(0, n_resamples, rows):
-        yield rng.integers(0, n, size=(min(rows, n_resamples - start), n))
-
-
 def _batch_metrics(Y: np.ndarray, C: np.ndarray, n_bins: int) -> dict[str, np.ndarray]:
-    """The metrics of :data:`CI_METRICS` but alignment for each row of Y, C (shape (R, n)); values of shape (R,)."""
+    """AUROC, ECE (equal-width and equal-mass), Brier, AURC, Acc@50 and Acc@80 of each row of Y, C (shape (R, n)),
+    in one vectorized pass: {metric: values of shape (R,)} (the registry's ``rows`` of these metrics)."""
     R, n = Y.shape
     rows = np.arange(R)[:, None]
     Yf = Y.astype(np.float64)
@@ -222,8 +194,9 @@ def _batch_metrics(Y: np.ndarray, C: np.ndarray, n_bins: int) -> dict[str, np.nd
     return out
 
 
-#: Public name: the resampled metrics of several (y, confidence) rows at once (``elical study``'s intervals).
-batch_metrics = _batch_metrics
+def batch_metrics(Y: np.ndarray, C: np.ndarray, n_bins: int = 10) -> dict[str, np.ndarray]:
+    """Public name of the vectorized resampled metrics (the ``rows`` of seven registered metrics)."""
+    return _batch_metrics(Y, C, n_bins)
 
 
 def _coverage_k(coverage: float, n: int) -> int:
@@ -307,6 +280,13 @@ def alignment_accuracy(y, confidence, threshold: float) -> float:
     return _alignment_accuracy(y, c, float(threshold))
 
 
+def alignment_rows(Y, C, threshold: float):
+    """:func:`alignment_accuracy` along the last axis, unchecked: a float for shape (m,), shape (R,) for (R, m)
+    (the registry's ``score`` of Alignment, on the test part and on its resamples)."""
+    Y, C = np.asarray(Y), np.asarray(C)
+    return np.mean(np.where(C >= threshold, Y == 1, Y == 0), axis=-1)
+
+
 def best_threshold(y, confidence) -> float:
     """Threshold maximizing :func:`alignment_accuracy` on (y, confidence).
 
@@ -388,22 +368,27 @@ def bootstrap_ci(metric: Callable[[np.ndarray, np.ndarray], float], y, confidenc
     Raises ValueError on invalid input, n_resamples < 1, or confidence_level outside (0, 1).
     """
     y, c = _check(y, confidence)
-    return _bootstrap({"metric": metric}, y, c, n_resamples, confidence_level, seed)["metric"]
+    level = _check_resamples(n_resamples, confidence_level)
+    values = np.concatenate([[metric(y[row], c[row]) for row in idx] for idx in resample_rows(y.shape[0],
+                                                                                                n_resamples, seed)])
+    return percentile_interval(np.asarray(values, dtype=np.float64), level)
 
 
 def evaluate_confidence(y, confidence, dev_fraction: float = 0.2, seed: int = 0, n_bins: int = 10,
                         n_resamples: int = 1000, confidence_level: float = 0.95) -> dict:
     """All metrics of one method on one evaluation set, each with a seeded percentile bootstrap interval.
 
-    Keys: "auroc", "ece" (``n_bins`` equal-width bins), "ece_quantile" (``n_bins`` equal-mass bins), "brier",
-    "alignment", "threshold", "n_dev", "n_test" (see :func:`alignment`), "aurc", "acc@50", "acc@80"
-    (:func:`accuracy_at_coverage` at 0.5, 0.8), "accuracy" (mean y), "n", "n_bins", "strategy"
-    ({"ece": "uniform", "ece_quantile": "quantile"}), "n_resamples", "ci_level", and "ci": {metric: [low, high]}
-    for every metric of :data:`CI_METRICS`. Intervals: ``n_resamples`` resamples of the n questions drawn as in
-    :func:`bootstrap_ci` with ``seed`` (so each equals ``bootstrap_ci(metric, y, confidence, n_resamples,
-    confidence_level, seed)``), shared by all metrics; "alignment" is resampled over its test part with the
-    dev-chosen threshold held fixed (the threshold choice's own variance is not included). Resamples with one
-    class are dropped for AUROC only; an interval is [nan, nan] when every resample was nan.
+    Keys: every metric of the registry :data:`elical.evaluation.METRICS` (:mod:`elical.evaluation.spec`; e.g.
+    "auroc", "ece" with ``n_bins`` equal-width bins, "ece_quantile", "brier", "alignment", "aurc", "acc@50",
+    "acc@80", "pr_auc", "cov@risk10", "util@1", "util_mean"), then "threshold" (Alignment's dev-chosen threshold),
+    "thresholds" ({metric: its dev choice} of every metric that needs a dev split), "n_dev", "n_test" (see
+    :func:`alignment`), "accuracy" (mean y), "n", "n_bins", "strategy" ({metric: binning} of the ECE variants),
+    "n_resamples", "ci_level", and "ci": {metric: [low, high]} for every metric with an interval. Intervals:
+    ``n_resamples`` resamples of the n questions drawn as in :func:`bootstrap_ci` with ``seed`` (so each equals
+    ``bootstrap_ci(metric, y, confidence, n_resamples, confidence_level, seed)``), shared by all metrics; a metric
+    that needs a dev split is resampled over the test part with its dev choice held fixed (the choice's own
+    variance is not included). Resamples with one class are dropped for AUROC and PR-AUC only; an interval is
+    [nan, nan] when every resample was nan.
     ECE's bootstrap is biased upward (resampling adds noise to every bin), so its interval may lie above the point.
     y : ndarray of shape (n,), 0/1, n >= 2. confidence : ndarray of shape (n,), in [0, 1].
     Cost: one vectorized bootstrap for all metrics, about 0.5 s on one core for n = 1000 and 1000 resamples.
@@ -414,37 +399,21 @@ def evaluate_confidence(y, confidence, dev_fraction: float = 0.2, seed: int = 0,
     dev_fraction = _check_fraction("dev_fraction", dev_fraction)
     level = _check_resamples(n_resamples, confidence_level)
     dev, test = _split(y.shape[0], dev_fraction, seed)
-    threshold = _best_threshold(y[dev], c[dev])
-    n = y.shape[0]
-    risk = _risk_curve(y, c)
-    out = {
-        "auroc": auroc(y, c),
-        "ece": _ece(y, c, n_bins, "uniform"),
-        "ece_quantile": _ece(y, c, n_bins, "quantile"),
-        "brier": brier(y, c),
-        "alignment": _alignment_accuracy(y[test], c[test], threshold),
-        "threshold": threshold,
+    from elical.evaluation.spec import metric_names, metric_spec, score_all
+
+    out, chosen, ci = score_all(y, c, dev, test, n_bins=n_bins, n_resamples=n_resamples, seed=seed, level=level)
+    out.update({
+        "threshold": float(chosen["alignment"]) if "alignment" in chosen else None,  # the key results have used
+        "thresholds": chosen,
         "n_dev": int(dev.shape[0]),
         "n_test": int(test.shape[0]),
-        "aurc": float(np.mean(risk)),
-        "acc@50": float(1.0 - risk[_coverage_k(0.5, n) - 1]),
-        "acc@80": float(1.0 - risk[_coverage_k(0.8, n) - 1]),
         "accuracy": float(np.mean(y)),
-        "n": int(n),
+        "n": int(y.shape[0]),
         "n_bins": int(n_bins),
-        "strategy": {"ece": "uniform", "ece_quantile": "quantile"},
+        "strategy": {name: metric_spec(name).params["strategy"] for name in metric_names()
+                     if "strategy" in metric_spec(name).params},
         "n_resamples": int(n_resamples),
         "ci_level": level,
-    }
-    parts: dict[str, list[np.ndarray]] = {}
-    for idx in _resample_chunks(n, n_resamples, seed):
-        for name, v in _batch_metrics(y[idx], c[idx], n_bins).items():
-            parts.setdefault(name, []).append(v)
-    y_t, c_t = y[test], c[test]
-    parts["alignment"] = [np.mean(np.where(c_t[idx] >= threshold, y_t[idx] == 1, y_t[idx] == 0), axis=1)
-                          for idx in _resample_chunks(y_t.shape[0], n_resamples, seed)]
-    out["ci"] = {name: list(percentile_interval(np.concatenate(parts[name]), level)) for name in _VECTORIZED}
-    point, ci = decision_metrics(y, c, dev, test, n_resamples, seed, level)
-    out.update(point)
-    out["ci"].update(ci)
+        "ci": ci,
+    })
     return out

@@ -80,18 +80,23 @@ class Annotator:
                                  "the llm judge needs its own judge model: give --judge-model DIR or "
                                  "--judge-base-url URL (or, knowingly, --judge-with-qa-model)")
 
-        def kwargs(name: str) -> dict:
+        def kwargs(name: str, task: str) -> dict:
             if name == "llm":
                 return dict(backend)
-            if judge_model_kw(name) and semantic_model:
-                return {judge_model_kw(name): semantic_model}
+            if judge_model_kw(name, task) and semantic_model:
+                return {judge_model_kw(name, task): semantic_model}
             return {}
+
+        if semantic_model and not any(judge_model_kw(n, t) or n == "llm" for n, t in
+                                      ((correctness, "correctness"), (equivalence, "equivalence"))):
+            print(f"elical: WARNING: --judge-model {semantic_model} is unused: neither the correctness judge "
+                  f"{correctness!r} nor the equivalence judge {equivalence!r} takes a model", file=sys.stderr)
 
         names = {"correctness": correctness, "equivalence": equivalence}
         if qa_judge:
             names["judge_is_qa_model"] = True
-        return cls(make_correctness_judge(correctness, **kwargs(correctness)), LexicalConsistency(),
-                   make_equivalence_judge(equivalence, **kwargs(equivalence)), names=names)
+        return cls(make_correctness_judge(correctness, **kwargs(correctness, "correctness")), LexicalConsistency(),
+                   make_equivalence_judge(equivalence, **kwargs(equivalence, "equivalence")), names=names)
 
     def describe(self) -> dict:
         """The judges of the record meta: names, thresholds, and ``judge_is_qa_model`` when the LLM judge is the

@@ -103,15 +103,18 @@ def plan_units(cfg: BuildConfig, log=print) -> list[Unit]:
         raise InputError("--datasets", None, "--datasets", "no dataset named")
     splits = SPLITS if cfg.split == "all" else (cfg.split,)
     units = []
+    from elical.data.sources import source_of
+
     for name in cfg.datasets:
         questions = _load_source(name, cfg)
+        own_split = source_of(name, cfg.data_dir).info.get("own_split", False)
         dup = [i for i, c in Counter(q["id"] for q in questions).items() if c > 1]
         if dup:
             raise InputError(name, None, "id", f"duplicate question ids: {_some(dup)}")
         for split in splits:
-            # MMLU's own split; a released training split's side (elical.data.sources.read_qa_folder); else the hash
+            # a source's own split (MMLU's); a released training split's side (read_qa_folder); else the hash
             side = [{**{k: v for k, v in q.items() if k != "side"}, "split": split} for q in questions
-                    if (q["split"] if name == "mmlu" else q.get("side") or hash_split(q["question"])) == split]
+                    if (q["split"] if own_split else q.get("side") or hash_split(q["question"])) == split]
             if cfg.limit is not None and len(side) > cfg.limit:
                 keep = set(sorted((q["id"] for q in side), key=_limit_key)[:cfg.limit])
                 side = [q for q in side if q["id"] in keep]
@@ -244,6 +247,7 @@ def build(cfg: BuildConfig, out: str | Path, shard: tuple[int, int] | None = Non
     from elical.generation.backends import make_generator
     from elical.generation.base import DecodingConfig, decoding_meta
     from elical.data.mmlu import MMLUCorrectness
+    from elical.data.sources import source_of
 
     decoding = DecodingConfig(n_samples=cfg.n_samples, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
     # the builder's fast path: prefix-sharing decoding (elical.generation.prefix_sharing, docs/benchmarks.md)
@@ -252,7 +256,7 @@ def build(cfg: BuildConfig, out: str | Path, shard: tuple[int, int] | None = Non
     qa = Annotator.default(cfg.semantic_model)
     mc = Annotator(MMLUCorrectness(), qa.lexical, qa.semantic, names={**qa.names, "correctness": "mmlu_correct"})
     for u, qs, ids, rpath, fpath, entry in todo:
-        annotator = mc if u.dataset == "mmlu" else qa
+        annotator = mc if source_of(u.dataset, cfg.data_dir).info.get("answers") == "choices" else qa
         meta = {"model": cfg.model, "seed": cfg.seed, "decoding": decoding_meta(generator),
                 "judges": annotator.describe()}
         log(f"{u.dataset}/{rpath.name}: {entry['had']} of {len(qs)} records present")

@@ -104,7 +104,9 @@ def record_estimates(records: list[dict], names=None, equivalent=None) -> dict[s
     from elical.estimators import EstimatorContext, estimate, names_of_kind
 
     ctx = EstimatorContext(equivalent=equivalent)
-    return {name: estimate(name, records, ctx).confidence for name in names or names_of_kind("record", "semantic")}
+    shared: dict = {}  # statistics computed once for these records (one clustering for both SE estimators)
+    return {name: estimate(name, records, ctx, shared).confidence
+            for name in names or names_of_kind("record", "semantic")}
 
 
 def model_estimates(model, tokenizer, records: list[dict], train_records: list[dict], names=None, *, k: int = 8,
@@ -115,7 +117,8 @@ def model_estimates(model, tokenizer, records: list[dict], train_records: list[d
 
     ctx = EstimatorContext(model=model, tokenizer=tokenizer, train_records=train_records, k=k, seed=seed,
                            batch_size=batch_size, progress=progress)
-    return {name: estimate(name, records, ctx) for name in names or names_of_kind("model")}
+    shared: dict = {}
+    return {name: estimate(name, records, ctx, shared) for name in names or names_of_kind("model")}
 
 
 def _load_run(run_dir: Path):
@@ -162,13 +165,13 @@ def _as_input_error(exc, rec_path: Path, line_of: dict, name: str) -> InputError
 
 
 def _se_judge(name: str, model_path: str | None, cfg: dict):
-    from elical.judges import make_equivalence_judge
+    from elical.judges import judge_model_kw, make_equivalence_judge
 
-    if name in ("embedding", "span", "nli"):
-        model_path = model_path or cfg.get("semantic_model")
     try:
-        return make_equivalence_judge(name, **({"model_path": model_path} if model_path else {}))
-    except (TypeError, ValueError) as exc:
+        keyword = judge_model_kw(name, "equivalence")  # None: the judge takes no model (the registry says)
+        model_path = (model_path or cfg.get("semantic_model")) if keyword else model_path
+        return make_equivalence_judge(name, **({keyword or "model_path": model_path} if model_path else {}))
+    except ValueError as exc:
         raise InputError("--se-judge", None, "--se-judge", str(exc)) from None
 
 
@@ -214,18 +217,19 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
     ctx = EstimatorContext(se_length_normalized=se_length_normalized, train_records=pool, k=k,
                            seed=int(cfg.get("seed", 0)), batch_size=batch_size or int(cfg.get("batch_size", 16)),
                            progress=progress)
+    shared: dict = {}  # each declared statistic computed once (elical.estimators.stats)
     for name in names:
-        kind = ESTIMATORS[name].info["kind"]
-        if kind == "semantic" and ctx.equivalent is None:
+        needs = ESTIMATORS[name].info.get("stats", ())
+        if "semantic_clusters" in needs and ctx.equivalent is None:
             ctx.equivalent = _se_judge(se_judge, se_judge_model, cfg)
-        if kind == "model" and ctx.model is None:
+        if "language_model" in needs and ctx.model is None:
             from elical.generation.models import load_model
 
             ctx.model, ctx.tokenizer = load_model(cfg.get("model", "smollm2-135m-instruct"),
                                                   device=device or cfg.get("device", "cpu"))
         t1 = time.time()
         try:
-            est = estimate(name, records, ctx)
+            est = estimate(name, records, ctx, shared)
         except ValueError as exc:
             err = _as_input_error(exc, rec_path, line_of, name)
             if strict:
@@ -235,8 +239,7 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
             continue
         timings[name] = time.time() - t1
         conf[name] = est.confidence
-        info[name] = {**est.info, **({"judge": se_judge} if kind == "semantic" else {}),
-                      **({"length_normalized": se_length_normalized} if name == "SE-Weighted" else {})}
+        info[name] = {**est.info, **({"judge": se_judge} if "semantic_clusters" in needs else {})}
         if est.info.get("n_unparseable"):
             _warn(f"{name}: {est.info['n_unparseable']} of {len(records)} outputs held no number; they got 0.5")
 

@@ -16,8 +16,6 @@ from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
-import numpy as np
-
 from elical.jobs.config import PRESETS, RESUME_FREE_FIELDS, RunConfig
 from elical.records import InputError, write_json_atomic
 
@@ -79,47 +77,6 @@ def prepare_run_dir(path: str | Path, cfg: RunConfig, resume: bool) -> Path:
     return path
 
 
-def _stage_features(run_dir: Path, records: list[dict], model, tok, cfg: RunConfig,
-                    fresh: dict | None = None, progress: bool = True) -> np.ndarray:
-    """Last-prompt-token hidden states of ``records`` (float32, shape (len(records), hidden_size)), saved in
-    ``features/hidden_states.safetensors`` in record order. ``fresh``: ``{id: {layer: state}}`` taken from the
-    generator's prefill (:func:`elical.jobs.annotate.annotate`); the other records (resumed, reused from a build,
-    or made by a backend without hidden states) get a separate forward pass or the build's features."""
-    from elical.generation.features import load_features, save_features
-
-    path = run_dir / "features" / "hidden_states.safetensors"
-    ids = [r["id"] for r in records]
-    if path.exists():
-        saved_ids, feats, _ = load_features(path)
-        if saved_ids == ids:
-            return feats
-    known = {i: h[cfg.layer] for i, h in (fresh or {}).items() if cfg.layer in h}
-    todo = [i for i, r in enumerate(records) if r["id"] not in known]
-    feats = np.zeros((len(records), model.config.hidden_size), dtype=np.float32)
-    if todo:
-        feats[todo] = _stage_features_rest([records[i] for i in todo], model, tok, cfg, progress)
-    for i, r in enumerate(records):
-        if r["id"] in known:
-            feats[i] = known[r["id"]]
-    save_features(path, ids, feats, meta={"model": cfg.model, "layer": cfg.layer, "token": "last prompt token"})
-    return feats
-
-
-def _stage_features_rest(records: list[dict], model, tok, cfg: RunConfig, progress: bool = True) -> np.ndarray:
-    """Hidden states by a separate pass (or from the build directory) for records without prefill states."""
-    from elical.generation.features import extract_hidden_states
-
-    if cfg.build_dir:
-        from elical.jobs.reuse import reuse_features
-
-        feats = reuse_features(cfg.build_dir, records, model, tok, model_name=cfg.model, layer=cfg.layer,
-                               batch_size=cfg.batch_size, progress=progress)
-    else:
-        feats = extract_hidden_states(model, tok, [r["prompt"] for r in records], layer=cfg.layer,
-                                      batch_size=cfg.batch_size, progress=progress)
-    return feats
-
-
 def _backend_options(cfg: RunConfig) -> dict:
     """Options of ``cfg.backend`` for :func:`elical.generation.backends.make_generator`, checked before anything is
     written: the openai backend needs ``cfg.base_url`` and reads its API key from the environment variable
@@ -159,96 +116,21 @@ def _make_generator(cfg: RunConfig, model, tok, decoding, options: dict):
                           **options)
 
 
-def _stage_estimators(run_dir: Path, test: list[dict], pool: list[dict], cfg: RunConfig, annotator, model, tok,
-                      progress: bool, names=None) -> tuple[dict, dict, dict]:
-    """Training-free estimators on the evaluation records (model-based ones too unless turned off) and the
-    record-based ones on the pool (for the calibrated baselines). Semantic entropy clusters with the run's own
-    equivalence judge. Kept in ``estimators.json`` with a fingerprint of their inputs (the records' answers,
-    log-probs and judgements, the model, the judge, the seed), so ``--resume`` reuses them when those match.
-    ``names``: the record-based estimators to run (default all). Returns ({name: test confidences}, {name: info},
-    {name: pool scores})."""
-    import hashlib
-
-    from elical.jobs.evaluate import model_estimates, record_estimates
-
-    keys = ("id", "greedy_response", "greedy_logprobs", "sampling_response", "sampling_cumulative_logprobs",
-            "consistency_judgement", "consistency_rougeL", "split")
-    blob = json.dumps([[r.get(k) for k in keys] for r in test + pool] + [cfg.model, cfg.equivalence_judge,
-                                                                          cfg.seed, cfg.model_estimators])
-    fingerprint = hashlib.sha1(blob.encode("utf-8")).hexdigest()
-    path = run_dir / "estimators.json"
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-        if saved.get("fingerprint") == fingerprint:
-            as_arrays = lambda d: {k: np.array(v, dtype=np.float64) for k, v in d.items()}  # noqa: E731
-            return as_arrays(saved["test"]), saved["info"], as_arrays(saved["pool"])
-    except (OSError, ValueError, KeyError):
-        pass
-    equivalent = annotator.semantic if annotator is not None else None
-    confidences = record_estimates(test, names, equivalent=equivalent)
-    info = {}
-    if cfg.model_estimators and not cfg.honestybench:  # Verbal decodes; released runs never do
-        estimates = model_estimates(model, tok, test, pool, k=8, seed=cfg.seed, batch_size=cfg.batch_size,
-                                    progress=progress)
-        confidences.update({name: e.confidence for name, e in estimates.items()})
-        info = {name: e.info for name, e in estimates.items()}
-    pool_scores = record_estimates(pool, names, equivalent=equivalent)
-    as_lists = lambda d: {k: [float(x) for x in v] for k, v in d.items()}  # noqa: E731
-    write_json_atomic(path, {"fingerprint": fingerprint, "test": as_lists(confidences), "info": info,
-                             "pool": as_lists(pool_scores)})
-    return confidences, info, pool_scores
-
-
-def _check_study(cfg: RunConfig, model) -> list | None:
-    """The feature sets beside the primary heads (:func:`elical.jobs.layers.feature_sets`), checked before anything
-    is written (InputError for a layer out of range); None when the head is not a probe head (LoRA: the layer and
-    pooling study and the controls are skipped with a warning)."""
-    import sys
-
-    from elical.heads import HEADS
-    from elical.jobs.layers import feature_sets
-
-    sets = feature_sets(cfg, model.config.num_hidden_layers)
-    if HEADS[cfg.head].info.get("inputs", "features") == "features":
-        return sets
-    if sets:
-        print(f"elical: WARNING: the heads of other layers and poolings are probe heads on frozen features; "
-              f"skipped with --head {cfg.head}", file=sys.stderr, flush=True)
-    return None
-
-
-def _stage_evaluate(run_dir: Path, test_records: list[dict], confidences: dict[str, np.ndarray],
-                    cfg: RunConfig) -> dict:
-    from elical.evaluation.scoring import score_methods, write_predictions
-
-    results = score_methods(test_records, confidences, dev_fraction=cfg.dev_fraction, seed=cfg.seed,
-                            n_resamples=cfg.n_bootstrap, alignment_protocol=cfg.alignment_protocol)
-    write_predictions(run_dir / "predictions.jsonl", test_records, confidences)
-    return results
-
-
-def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: bool = True) -> dict:
-    """Run the whole job; returns the results dict also written to ``run_dir/results.json``.
-
-    With ``cfg.layers`` / ``cfg.pooling`` the heads of every other feature set are reported beside the primary
-    ones (:mod:`elical.jobs.layers`; ``results["layers"]``, ``layers.md``), with ``cfg.controls`` the controls
-    (:mod:`elical.jobs.controls`; ``results["controls"]``).
-
-    Raises InputError for bad input (missing dataset, malformed file, existing run directory, a layer out of range,
-    an unknown pooling or control model), before anything is written."""
-    from elical.jobs.annotate import Annotator, annotate
+def _prepare(cfg: RunConfig, run_dir, resume: bool, progress: bool):
+    """Every input check before the model is loaded and before anything is written; then the run directory,
+    the model, the generator and the judges. Returns the :class:`elical.jobs.pipeline.RunState` the stages
+    start from."""
     from elical.data.sources import load_questions, select_run_questions
-    from elical.generation.base import DecodingConfig, decoding_meta
+    from elical.generation.base import DecodingConfig
     from elical.generation.models import load_model
-
+    from elical.heads.distributed import local_device, replicas
+    from elical.jobs.annotate import Annotator
     from elical.jobs.checks import check_prompt_lengths, check_sizes
     from elical.jobs.controls import check_controls
-    from elical.jobs.heads_stage import label_sets, stage_heads
-    from elical.jobs.layers import parse_pooling_arg, prefill_layers
-    from elical.heads.distributed import local_device, replicas
+    from elical.jobs.layers import parse_pooling_arg
+    from elical.jobs.pipeline import RunState
+    from elical.jobs.run_stages import check_study
 
-    t0 = time.time()
-    # every input check before the model is loaded and before anything is written
     check_sizes(cfg.n_train, cfg.n_eval, cfg.k_values)
     if cfg.head == "lora":
         from elical.extras import require
@@ -269,16 +151,15 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
                                          cfg.n_eval, cfg.seed, extra_pool=cfg.pool_datasets or ())
     options = {} if cfg.honestybench else _backend_options(cfg)
     # under `torchrun` / `accelerate launch` (docs/scaling.md): rank 0 annotates, extracts features and runs the
-    # estimators; the other ranks wait, then read them from the run directory; every rank trains the heads together
+    # estimators; the other ranks wait, then resume them from the run directory; every rank trains the heads
     reps = replicas()
     if not reps.is_main:
         reps.barrier()
         resume = True
     check_run_dir(run_dir, cfg, resume)
-    timings = {}
     model, tok = load_model(cfg.model, device=local_device(cfg.device, reps))
     check_prompt_lengths(questions, tok, model, cfg.max_new_tokens)
-    extra_sets = _check_study(cfg, model)
+    extra_sets = check_study(cfg, model)
     control_model = check_controls(cfg)
     run_dir = prepare_run_dir(run_dir, cfg, resume)
     llm = "llm" in (cfg.correctness_judge, cfg.equivalence_judge)
@@ -286,113 +167,37 @@ def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: boo
         None if llm else cfg.semantic_model, correctness=cfg.correctness_judge, equivalence=cfg.equivalence_judge,
         model=model, tokenizer=tok, judge_model=cfg.semantic_model if llm else None,
         judge_base_url=cfg.judge_base_url, judge_with_qa_model=cfg.judge_with_qa_model)
-    fresh = {}  # the last prompt token's states from the decoder's prefill (transformers backend)
-    estimator_names = None
-    if cfg.honestybench:  # no generator at all: the hidden states come from one prefill pass (_stage_features)
-        from elical.jobs.released import RELEASED_ESTIMATORS, annotate_released
-
-        records = annotate_released(questions, cfg, tok, run_dir / "records" / "annotations.jsonl", annotator,
-                                    progress, model_meta={"model": cfg.model})
-        estimator_names = RELEASED_ESTIMATORS + (("SE-Discrete",) if cfg.rejudge else ())
-    else:
+    generator = None  # released runs (--honestybench) generate nothing: one prefill pass gives the hidden states
+    if not cfg.honestybench:
         decoding = DecodingConfig(n_samples=cfg.n_samples, max_new_tokens=cfg.max_new_tokens,
                                   batch_size=cfg.batch_size)
         generator = _make_generator(cfg, model, tok, decoding, options)
-        meta = {"model": cfg.model, "seed": cfg.seed, "decoding": decoding_meta(generator),
-                "judges": annotator.describe()}
-        if cfg.build_dir:
-            from elical.jobs.reuse import reuse_build
+    return RunState(cfg=cfg, run_dir=run_dir, progress=progress, reps=reps, model=model, tok=tok,
+                    questions=questions, released=released, generator=generator, annotator=annotator,
+                    extra_sets=extra_sets, control_model=control_model, timings={}, probe=extra_sets is not None,
+                    versions=_versions())
 
-            reuse_build(cfg.build_dir, questions, run_dir / "records" / "annotations.jsonl", meta=meta)
-        records = annotate(questions, generator, annotator, run_dir / "records" / "annotations.jsonl",
-                           seed=cfg.seed, meta=meta, progress=progress, hidden_states=fresh,
-                           hidden_layers=prefill_layers(cfg, model.config.num_hidden_layers) if extra_sets
-                           else (cfg.layer,))
-    timings["generate_and_judge_s"] = time.time() - t0
-    t1 = time.time()
-    feats = _stage_features(run_dir, records, model, tok, cfg, fresh, progress)
-    if extra_sets:
-        from elical.jobs.layers import stage_layer_features
 
-        layer_feats = stage_layer_features(run_dir, records, model, tok, cfg, fresh, progress)
-    del fresh
-    if cfg.stream_features:  # the same rows, read from the saved files a chunk at a time while the heads train
-        from elical.heads.streaming import FeatureFile
-        from elical.jobs.layers import features_path
+def run(cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: bool = True) -> dict:
+    """Run the whole job; returns the results dict also written to ``run_dir/results.json``.
 
-        feats = FeatureFile.open(run_dir / "features" / "hidden_states.safetensors")
-        if extra_sets:
-            layer_feats = {pair: FeatureFile.open(features_path(run_dir, *pair)) for pair in layer_feats}
-    timings["hidden_states_s"] = time.time() - t1
-    pool = [r for r in records if r["split"] == "train"]
-    test_records = [r for r in records if r["split"] == "test"]
-    t1 = time.time()
-    confidences, estimator_info, pool_scores = _stage_estimators(run_dir, test_records, pool, cfg, annotator,
-                                                                 model, tok, progress, estimator_names)
-    timings["estimators_s"] = time.time() - t1
-    if reps.is_main:
-        reps.barrier()  # releases the other ranks (a no-op in one process)
-    t1 = time.time()
-    training_free = list(confidences)
-    probe = extra_sets is not None
-    head_preds, eli_pool = stage_heads(run_dir, records, feats, cfg, model, tok, shuffled=cfg.controls and probe)
-    confidences.update(head_preds)
-    timings["heads_s"] = time.time() - t1
-    if not reps.is_main:
+    The job is the list of stages :data:`elical.jobs.run_stages.RUN_STAGES` (generate and judge, hidden states,
+    estimators, heads, other layers, controls, calibrated baselines, evaluation), each declaring what it reads
+    and writes; a stage whose inputs are unchanged is reused on ``--resume`` (:mod:`elical.jobs.pipeline`).
+    With ``cfg.layers`` / ``cfg.pooling`` the heads of every other feature set are reported beside the primary
+    ones (:mod:`elical.jobs.layers`; ``results["layers"]``, ``layers.md``), with ``cfg.controls`` the controls
+    (:mod:`elical.jobs.controls`; ``results["controls"]``). Returns None on a rank other than 0 of a
+    distributed run.
+
+    Raises InputError for bad input (missing dataset, malformed file, existing run directory, a layer out of range,
+    an unknown pooling or control model), before anything is written."""
+    from elical.jobs.pipeline import run_stages
+    from elical.jobs.run_stages import RUN_STAGES, write_results
+
+    t0 = time.time()
+    state = _prepare(cfg, run_dir, resume, progress)
+    run_stages(RUN_STAGES, state, is_main=state.reps.is_main)
+    if not state.reps.is_main:
         return None  # rank 0 saved the heads and scores them
-    if extra_sets:
-        from elical.jobs.layers import stage_layer_heads
-
-        t1 = time.time()
-        confidences.update(stage_layer_heads(run_dir, records, layer_feats, cfg, progress))
-        timings["layer_heads_s"] = time.time() - t1
-    if cfg.controls and probe:
-        from elical.jobs.controls import stage_controls
-
-        t1 = time.time()
-        confidences.update(stage_controls(run_dir, records, cfg, control_model, progress))
-        timings["controls_s"] = time.time() - t1
-    t1 = time.time()
-    # Post-hoc calibrated baselines on the same k labels (greedy correctness of the k pool questions) as EliCal(k).
-    # The same k labels and the same target as Cal-Only(k) / EliCal(k).
-    from elical.heads.labeling import label_targets
-    from elical.heads.protocol import calibrated_rivals
-
-    # Eli-Only too: the elicited confidence mapped onto the k labels by a 1-D calibrator, EliCal's rival at tiny k.
-    pool_scores["Eli-Only"] = eli_pool
-    confidences.update(calibrated_rivals(
-        pool_scores, {name: confidences[name] for name in pool_scores}, label_targets(pool, cfg.target),
-        label_sets(len(pool), cfg)))
-    timings["calibrated_baselines_s"] = time.time() - t1
-    from elical.evaluation.tables import alignment_protocol_tables, format_table, headline_methods
-
-    metrics = _stage_evaluate(run_dir, test_records, confidences, cfg)
-    timings["total_s"] = time.time() - t0
-    results = {
-        "config": asdict(cfg), "versions": _versions(), "seed": cfg.seed, "timings": timings,
-        "sizes": {"train_pool": len(pool), "eval": len(test_records),
-                  "eval_accuracy": float(np.mean([r["greedy_correctness"] for r in test_records])),
-                  "pool_accuracy": float(np.mean([r["greedy_correctness"] for r in pool]))},
-        "estimators": {"training_free": training_free, "model_based": estimator_info},
-        "results": metrics,
-    }
-    if released is not None:
-        results["honestybench"] = {"dir": cfg.honestybench, "datasets": released,
-                                   "judged_by": "elical (--rejudge)" if cfg.rejudge else "released"}
-    if cfg.controls:
-        results["controls"] = {"shuffled_labels": probe, "question_embedding": probe and "all-MiniLM-L6-v2",
-                               "control_model": control_model, "probe_heads_only": True}
-    if extra_sets:
-        from elical.jobs.layers import layer_table
-
-        layers_md, results["layers"] = layer_table(metrics, cfg, model.config.num_hidden_layers)
-    write_json_atomic(run_dir / "results.json", results)
-    title = (f"{', '.join(released or cfg.datasets)}: {len(test_records)} eval questions, pool {len(pool)}, "
-             f"greedy accuracy {results['sizes']['eval_accuracy']:.1%}")
-    table = format_table(metrics["all"], title, methods=headline_methods(metrics["all"]))
-    table += alignment_protocol_tables(metrics)  # with --alignment-protocol paper: both protocols, per group
-    if extra_sets:
-        (run_dir / "layers.md").write_text(layers_md, encoding="utf-8")
-        table += "\n" + layers_md
-    (run_dir / "table.md").write_text(table, encoding="utf-8")
-    return results
+    state.timings["total_s"] = time.time() - t0
+    return write_results(state)

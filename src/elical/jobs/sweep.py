@@ -25,10 +25,15 @@ from elical.evaluation import METRICS as _METRICS
 from elical.records import InputError
 
 __all__ = ["register", "default_k_grid", "run_sweep", "write_sweep", "format_sweep_table", "json_safe",
-           "METRICS", "BASELINES"]
+           "summarised", "BASELINES"]
 
-#: Metrics summarised over seeds (keys of evaluate_confidence; counts and intervals stay in the per-seed values).
-METRICS = (*_METRICS, "threshold")  # every registered metric, and Alignment's dev-chosen threshold
+
+def summarised() -> tuple[str, ...]:
+    """Metrics summarised over seeds (keys of evaluate_confidence; counts and intervals stay in the per-seed
+    values): every metric of the registry :data:`elical.evaluation.METRICS` and Alignment's dev-chosen threshold."""
+    return (*_METRICS, "threshold")
+
+
 _TARGETS = ("sample-accuracy", "greedy")  # elical.heads.labeling.TARGETS
 #: Training-free estimators scored beside the heads: those that read record fields only (no judge model to load).
 BASELINES = ("N-Prob", "Consis-Lex", "Consis-Sem")
@@ -122,9 +127,9 @@ def load_run(run_dir: Path, target: str, stream: bool = False):
 
 
 def _summary(per_seed: dict) -> tuple[dict, dict]:
-    """Mean and sample standard deviation (ddof=1; None with one seed) over seeds of every metric in METRICS."""
+    """Mean and sample standard deviation (ddof=1; None with one seed) over seeds of every metric of :func:`summarised`."""
     mean, std = {}, {}
-    for m in METRICS:
+    for m in summarised():
         v = np.array([per_seed[s][m] for s in per_seed], dtype=np.float64)
         mean[m] = float(np.mean(v))
         # Equal values (a training-free estimator) give exactly 0, not a rounding residue of the mean.
@@ -296,11 +301,11 @@ def write_sweep(result: dict, json_path, csv_path=None) -> None:
     with atomic_path(csv_path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["method", "selection", "k", "label_fraction", "n_seeds"]
-                   + [f"{m}_{s}" for m in METRICS for s in ("mean", "std")])
+                   + [f"{m}_{s}" for m in summarised() for s in ("mean", "std")])
         for row in result["results"]:
             w.writerow([row["method"], row["selection"] or "", row["k"], f"{row['label_fraction']:.6g}",
                         row["n_seeds"]] + ["" if row[s][m] is None else f"{row[s][m]:.6g}"
-                                           for m in METRICS for s in ("mean", "std")])
+                                           for m in summarised() for s in ("mean", "std")])
 
 
 def _cell(row: dict, metric: str) -> str:

@@ -18,7 +18,6 @@ choices read it too. Measured agreement with hand labels: docs/benchmarks.md.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Callable
 
 from elical.registry import Registry
 
@@ -129,36 +128,46 @@ def _llm(mode: str):
 
 
 # Two registries of the one shape (elical.registry): a judge name may decide equivalence, correctness or both.
-# info["model_kw"]: the keyword that receives the CLI's --judge-model (None: the judge takes no model).
+# info["model_kw"]: the keyword that receives the CLI's --judge-model (None: the judge takes no model);
+# info["accepts"]: the optional keywords of its factory (Registry.create refuses any other with a clear error).
 EQUIVALENCE_JUDGES = Registry("equivalence judge")
 CORRECTNESS_JUDGES = Registry("correctness judge")
+_MINILM = ("model_path", "threshold", "device", "batch_size")
+_NLI = ("device", "batch_size", "threshold", "question_aware", "direction", "max_length")
+_LLM = ("batch_size", "unparsed_value")
 for _kind in ("exact", "contains", "token-f1", "rouge-l"):
     _eq, _corr = _lexical(_kind)
-    EQUIVALENCE_JUDGES.add(_kind, _eq, summary=f"{_kind} (string rule, numbers first)", model_kw=None)
-    CORRECTNESS_JUDGES.add(_kind, _corr, summary=f"{_kind} of the answer against each alias", model_kw=None)
-EQUIVALENCE_JUDGES.add("embedding", _embedding, summary="whole-answer MiniLM cosine >= 0.88", model_kw="model_path")
+    EQUIVALENCE_JUDGES.add(_kind, _eq, summary=f"{_kind} (string rule, numbers first)", model_kw=None,
+                           accepts=("threshold",))
+    CORRECTNESS_JUDGES.add(_kind, _corr, summary=f"{_kind} of the answer against each alias", model_kw=None,
+                           accepts=() if _kind in ("exact", "contains") else ("threshold",))
+EQUIVALENCE_JUDGES.add("embedding", _embedding, summary="whole-answer MiniLM cosine >= 0.88", model_kw="model_path",
+                       accepts=_MINILM)
 CORRECTNESS_JUDGES.add("embedding", _embedding_correctness, summary="MiniLM cosine with any alias",
-                       model_kw="model_path")
+                       model_kw="model_path", accepts=_MINILM)
 EQUIVALENCE_JUDGES.add("span", _span, summary="answer spans beyond the question (default equivalence)",
-                       model_kw="model_path")
-CORRECTNESS_JUDGES.add("span", _span_correctness, summary="a gold alias within the answer span",
-                       model_kw="model_path")
+                       model_kw="model_path", accepts=(*_MINILM, "short_threshold", "fuzzy_cut"))
+# span correctness reads the answer spans and the aliases only: no model (--judge-model goes to the equivalence)
+CORRECTNESS_JUDGES.add("span", _span_correctness, summary="a gold alias within the answer span", model_kw=None,
+                       accepts=("fuzzy_cut",))
 CORRECTNESS_JUDGES.add("normalized", _normalized, summary="SQuAD-normalised alias containment, numbers as values, "
-                       "non-answers never correct (the floor)", model_kw=None)
+                       "non-answers never correct (the floor)", model_kw=None, accepts=())
 CORRECTNESS_JUDGES.add("span-contains", _span_correctness,
-                       summary="gold alias within the answer span (default correctness)", model_kw=None)
-EQUIVALENCE_JUDGES.add("learned", _learned("equivalence"), model_kw="model_path",
+                       summary="gold alias within the answer span (default correctness)", model_kw=None,
+                       accepts=("fuzzy_cut",))
+_LEARNED = ("model_path", "weights", "threshold", "device", "batch_size")
+EQUIVALENCE_JUDGES.add("learned", _learned("equivalence"), model_kw="model_path", accepts=_LEARNED,
                        summary="classifier over overlap/number/negation/echo/MiniLM features (shipped weights)")
-CORRECTNESS_JUDGES.add("learned", _learned("correctness"), model_kw="model_path",
+CORRECTNESS_JUDGES.add("learned", _learned("correctness"), model_kw="model_path", accepts=_LEARNED,
                        summary="classifier over alias-overlap/number/echo/MiniLM features, max over aliases")
 EQUIVALENCE_JUDGES.add("nli", _nli_equivalence, needs=("model_path",),
-                       summary="bidirectional entailment with a local NLI model", model_kw="model_path")
+                       summary="bidirectional entailment with a local NLI model", model_kw="model_path", accepts=_NLI)
 CORRECTNESS_JUDGES.add("nli", _nli_correctness, needs=("model_path",),
-                       summary="the answer entails an alias (local NLI model)", model_kw="model_path")
+                       summary="the answer entails an alias (local NLI model)", model_kw="model_path", accepts=_NLI)
 EQUIVALENCE_JUDGES.add("llm", _llm("equivalence"), needs=("complete",),
-                       summary="a judge language model (never the QA model unless asked)", model_kw=None)
+                       summary="a judge language model (never the QA model unless asked)", model_kw=None, accepts=_LLM)
 CORRECTNESS_JUDGES.add("llm", _llm("correctness"), needs=("complete",),
-                       summary="a judge language model (never the QA model unless asked)", model_kw=None)
+                       summary="a judge language model (never the QA model unless asked)", model_kw=None, accepts=_LLM)
 JUDGE_NAMES = tuple(dict.fromkeys([*CORRECTNESS_JUDGES, *EQUIVALENCE_JUDGES]))
 DEFAULT_EQUIVALENCE = "span"
 DEFAULT_CORRECTNESS = "span-contains"
@@ -174,17 +183,16 @@ def correctness_names() -> list[str]:
     return CORRECTNESS_JUDGES.names()
 
 
-def judge_model_kw(name: str) -> str | None:
-    """The keyword through which judge ``name`` takes a local model directory (``--judge-model``), or None."""
-    for registry in (EQUIVALENCE_JUDGES, CORRECTNESS_JUDGES):
-        if name in registry:
-            return registry[name].info.get("model_kw")
+def judge_model_kw(name: str, task: str | None = None) -> str | None:
+    """The keyword through which judge ``name`` takes a local model directory (``--judge-model``), or None.
+    ``task``: "equivalence" or "correctness" (the same name may take a model for one and not the other, e.g.
+    "span"); None: either."""
+    registries = {"equivalence": (EQUIVALENCE_JUDGES,), "correctness": (CORRECTNESS_JUDGES,)}.get(
+        task, (EQUIVALENCE_JUDGES, CORRECTNESS_JUDGES))
+    for registry in registries:
+        if name in registry and registry[name].info.get("model_kw"):
+            return registry[name].info["model_kw"]
     return None
-
-
-def _spec(name: str, task: str) -> Callable:
-    registry = EQUIVALENCE_JUDGES if task == "equivalence" else CORRECTNESS_JUDGES
-    return registry[name].load()
 
 
 def make_equivalence_judge(name: str, **kw):
@@ -194,9 +202,10 @@ def make_equivalence_judge(name: str, **kw):
     kw go to the factory: lexical ones take ``threshold``; "embedding" / "span" / "learned" ``model_path``,
     ``threshold``, ``device``, ``batch_size`` ("learned" also ``weights``, a JSON file); "nli" requires
     ``model_path``; "llm" requires ``complete``.
-    Raises ValueError for an unknown name (the message lists the names), TypeError for unknown keywords.
+    Raises ValueError for an unknown name (the message lists the names) or a keyword the judge does not take
+    (the message lists those it takes).
     """
-    return _spec(name, "equivalence")(**kw)
+    return EQUIVALENCE_JUDGES.create(name, **kw)
 
 
 def make_correctness_judge(name: str, **kw):
@@ -207,6 +216,6 @@ def make_correctness_judge(name: str, **kw):
     alias (`AliasCorrectnessJudge`; NLI with ``direction="forward"``); "span" / "span-contains":
     `SpanCorrectnessJudge`; "normalized": `elical.judges.extract.NormalizedCorrectnessJudge` (the floor);
     "learned": `elical.judges.learned.LearnedCorrectnessJudge`; "llm": `elical.judges.llm.LLMJudge` in correctness mode.
-    Raises ValueError for an unknown name, TypeError for unknown keywords.
+    Raises ValueError for an unknown name or a keyword the judge does not take (the message lists those it takes).
     """
-    return _spec(name, "correctness")(**kw)
+    return CORRECTNESS_JUDGES.create(name, **kw)

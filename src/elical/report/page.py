@@ -29,7 +29,7 @@ import math
 from pathlib import Path
 
 from elical.fileio import write_bytes_atomic
-from elical.report.plots import (GROUP_TITLES, METRICS, bar_figures, metric_vs_k_figure, parse_method, reliability_figures, slug,
+from elical.report.plots import (GROUP_TITLES, bar_figures, metric_columns, metric_vs_k_figure, parse_method, reliability_figures, slug,
                     vs_k_selections)
 from elical.records import InputError, iter_json_lines
 
@@ -112,7 +112,7 @@ def _fmt(m: dict, key: str) -> str:
 
 
 def _table_rows(methods: dict) -> list[list[str]]:
-    return [[method, str(m.get("n", "")), *(_fmt(m, key) for key, _ in METRICS)] for method, m in methods.items()]
+    return [[method, str(m.get("n", "")), *(_fmt(m, key) for key, _ in metric_columns())] for method, m in methods.items()]
 
 
 def _sections(results: dict, aggs: dict) -> list[tuple[str, dict]]:
@@ -128,7 +128,7 @@ def _sections(results: dict, aggs: dict) -> list[tuple[str, dict]]:
 
 
 def _markdown(sections) -> str:
-    head = ["method", "n", *(t for _, t in METRICS)]
+    head = ["method", "n", *(t for _, t in metric_columns())]
     parts = ["Values with 95 % bootstrap intervals [low, high] (HonestyBench averages: weighted by test size, "
              "no interval).\n"]
     for title, methods in sections:
@@ -145,7 +145,7 @@ def _csv(results: dict, aggs: dict) -> str:
     for scope, methods in scopes:
         for method, m in methods.items():
             family, k = parse_method(method)
-            for key, _ in METRICS:
+            for key, _ in metric_columns():
                 if key in m:
                     ci = m.get("ci", {}).get(key) or ["", ""]
                     w.writerow([scope, method, family, "" if k is None else k, m.get("n", ""), key, m[key], *ci])
@@ -218,7 +218,7 @@ def _html(results: dict, sections, figures: list[tuple[str, str, bytes, str]]) -
              "<details><summary>configuration and package versions</summary><pre>"
              + e(json.dumps({"config": cfg, "versions": results.get("versions", {})}, indent=1)) + "</pre></details>",
              "<nav><ul>" + "".join(f'<li><a href="#{a}">{e(t)}</a></li>' for a, t in nav) + "</ul></nav>"]
-    head = ["method", "n", *(t for _, t in METRICS)]
+    head = ["method", "n", *(t for _, t in metric_columns())]
 
     def table(i: int) -> None:
         title, methods = sections[i]

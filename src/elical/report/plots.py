@@ -16,17 +16,23 @@ from elical.evaluation import METRICS as _REGISTRY
 from elical.evaluation import headline_metrics
 from elical.extras import require
 
-__all__ = ["METRICS", "GROUP_TITLES", "parse_method", "is_tagged", "slug", "reliability_figures", "vs_k_selections",
+__all__ = ["metric_columns", "GROUP_TITLES", "parse_method", "is_tagged", "slug", "reliability_figures", "vs_k_selections",
            "metric_vs_k_figure", "headline_methods", "bar_figures"]
 
-# (key in an evaluate_confidence dict, column title), from the metric registry (elical.evaluation.METRICS)
-METRICS = tuple((name, _REGISTRY[name].info["title"]) for name in _REGISTRY)
-VS_K_METRICS = tuple(name for name in _REGISTRY if _REGISTRY[name].info["curve"])
-BAR_METRICS = tuple(headline_metrics())
 GROUP_TITLES = {"in_domain": "In-domain (avg)", "out_of_domain": "Out-of-domain (avg)", "unseen": "MMLU (unseen)",
                 "other": "Other (avg)"}
 _K_NAME = re.compile(r"^(?P<family>.+?)\((?P<all>all=)?(?P<k>\d+)\)(?P<tag> \[[^\]]+\])?$")
-_TITLES = dict(METRICS)
+
+
+def metric_columns() -> list[tuple[str, str]]:
+    """(key in an evaluate_confidence dict, column title) of every metric of the registry
+    (:data:`elical.evaluation.METRICS`), read when called, so a metric registered later is in every table."""
+    return [(name, _REGISTRY[name].info["title"]) for name in _REGISTRY]
+
+
+def _title(key: str, direction: bool = False) -> str:
+    info = _REGISTRY[key].info
+    return info["title"] + (" (lower is better)" if direction and not info["higher"] else "")
 
 
 def parse_method(name: str) -> tuple[str, int | None]:
@@ -140,8 +146,9 @@ def metric_vs_k_figure(methods: dict, title: str) -> bytes | None:
         colors[family] = _FAMILY_COLORS.get(family) or _CALIBRATOR_COLORS.get(calibrator) or next(free)
     colors.update({method: _FAMILY_COLORS.get(method) or next(free) for method in flat})
     ks = sorted({k for pts in curves.values() for k, _ in pts})
-    for i, key in enumerate(VS_K_METRICS):
-        ax = fig.add_subplot(2, 3, i + 1)
+    curve = [name for name in _REGISTRY if _REGISTRY[name].info.get("curve", False)]
+    for i, key in enumerate(curve):
+        ax = fig.add_subplot(max(2, math.ceil(len(curve) / 3)), 3, i + 1)
         for family, pts in curves.items():
             pts = sorted(pts, key=lambda p: p[0])
             x = [k for k, _ in pts]
@@ -154,7 +161,7 @@ def metric_vs_k_figure(methods: dict, title: str) -> bytes | None:
         ax.set_xscale("log")
         ax.set_xticks(ks, [str(k) for k in ks], fontsize=8)
         ax.minorticks_off()
-        ax.set_title(_TITLES[key] + (" (lower is better)" if key in ("ece", "brier", "aurc") else ""), fontsize=10)
+        ax.set_title(_title(key, direction=True), fontsize=10)
         ax.set_xlabel("k labelled questions (log scale)", fontsize=8)
         ax.grid(alpha=0.3)
     handles, labels = fig.axes[0].get_legend_handles_labels()
@@ -187,7 +194,7 @@ def bar_figures(scopes: dict, aggs: dict) -> dict[str, bytes]:
     groups = [(d, scopes[d]) for d in datasets] + [(GROUP_TITLES.get(g, g), v) for g, v in aggs.items()]
     width = 0.8 / len(methods)
     out = {}
-    for key in BAR_METRICS:
+    for key in headline_metrics():
         fig = Figure(figsize=(max(8.0, 0.16 * len(methods) * len(groups) + 3), 4.6))
         ax = fig.add_subplot(1, 1, 1)
         for j, method in enumerate(methods):
@@ -203,7 +210,7 @@ def bar_figures(scopes: dict, aggs: dict) -> dict[str, bytes]:
         for i, (_, g) in enumerate(groups):  # e.g. AUROC when every answer of a dataset is wrong
             if all(math.isnan(_num(g.get(m, {}).get(key))) for m in methods):
                 ax.text(i, 0.02, "n/a", ha="center", fontsize=8, color="0.4")
-        ax.set_title(f"{_TITLES[key]} per dataset and HonestyBench averages (weighted by test size; shaded, "
+        ax.set_title(f"{_title(key)} per dataset and HonestyBench averages (weighted by test size; shaded, "
                      "no interval); error bars: 95 % bootstrap", fontsize=9)
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
         ax.grid(axis="y", alpha=0.3)

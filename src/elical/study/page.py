@@ -27,7 +27,13 @@ _CURVES = ("Cal-Only", "EliCal", "Eli-Only+Platt", "Eli-Only+Isotonic", "Consis-
 _FLAT = ("N-Prob", "Consis-Sem", "Eli-Only")
 _COLORS = {"Cal-Only": "C0", "EliCal": "C3", "Eli-Only+Platt": "C2", "Eli-Only+Isotonic": "C4",
            "Consis-Sem+Isotonic": "C5", "N-Prob": "C7", "Consis-Sem": "C1", "Eli-Only": "C2"}
-_TITLES = {"auroc": "AUROC", "ece": "ECE (lower is better)", "alignment": "Alignment"}
+
+
+def _title(metric: str) -> str:
+    from elical.evaluation import METRICS
+
+    info = METRICS[metric].info
+    return info["title"] + ("" if info["higher"] else " (lower is better)")
 
 
 def _num(v) -> float:
@@ -70,7 +76,7 @@ def _vs_k(summary: dict, metric: str, title: str, n_pool: int) -> bytes:
         ax.set_xticks(ks, [str(k) for k in ks], fontsize=7)
         ax.minorticks_off()
         ax.set_xlabel(f"k labelled questions (log; pool {n_pool:,})", fontsize=8)
-        ax.set_title(f"{gtitle}: {_TITLES.get(metric, metric)}", fontsize=10)
+        ax.set_title(f"{gtitle}: {_title(metric)}", fontsize=10)
         ax.grid(alpha=0.3)
     handles, labels = fig.axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
@@ -107,12 +113,20 @@ def _elicitation(study: dict) -> bytes:
     return _png(fig)
 
 
+def _figure_metrics() -> list[str]:
+    """The registry's metrics drawn against k (flags ``study`` and ``curve``: AUROC, ECE, Alignment, Brier)."""
+    from elical.evaluation.spec import metric_names
+
+    return [m for m in metric_names("study") if m in metric_names("curve")]
+
+
 def study_figures(study: dict) -> dict[str, bytes]:
-    """{file name: PNG bytes}: AUROC and ECE against k per label target, and the elicitation curve."""
+    """{file name: PNG bytes}: each metric of :func:`_figure_metrics` against k per label target, and the
+    elicitation curve."""
     out = {}
     n_pool = study["sizes"]["pool"]
     for target, res in study["targets"].items():
-        for metric in ("auroc", "ece"):
+        for metric in _figure_metrics():
             out[f"study_{metric}_{target}.png"] = _vs_k(res["summary"], metric, f"Label target {target}", n_pool)
     if study.get("elicitation"):
         out["study_elicitation.png"] = _elicitation(study)

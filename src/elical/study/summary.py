@@ -20,12 +20,8 @@ import numpy as np
 
 from elical.data.groups import group_of
 
-__all__ = ["METRICS", "CI_METRICS", "GROUPS", "method_family", "summarize", "one_percent_k"]
+__all__ = ["GROUPS", "study_metrics", "method_family", "summarize", "one_percent_k"]
 
-#: Metrics of the study tables (keys of :func:`elical.evaluation.metrics.evaluate_confidence`).
-METRICS = ("auroc", "ece", "alignment", "brier", "pr_auc")
-#: Metrics with bootstrap intervals (vectorized in :func:`elical.evaluation.metrics.batch_metrics`).
-CI_METRICS = ("auroc", "ece", "brier")
 GROUPS = ("in_domain", "out_of_domain", "unseen")
 _K = re.compile(r"^(?P<family>.+?)\((?P<k>\d+)\)(?P<tag> \[[^\]]+\])?$")
 
@@ -43,11 +39,21 @@ def one_percent_k(ks, n_pool: int) -> int:
     return min(ks, key=lambda k: abs(math.log(k / max(n_pool * 0.01, 1.0))))
 
 
-def _point(y, c, dev_fraction, seed) -> dict:
+def study_metrics() -> tuple[list[str], list[str]]:
+    """(the metrics of the study's tables, those of them with paired bootstrap intervals): the registry's metrics
+    flagged ``study`` (:data:`elical.evaluation.METRICS`), and of those the ones without a dev split."""
+    from elical.evaluation.spec import metric_names
+
+    shown = metric_names("study")
+    fixed = set(metric_names("needs_dev"))
+    return shown, [m for m in shown if m in set(metric_names("interval")) - fixed]
+
+
+def _point(y, c, dev_fraction, seed, metrics) -> dict:
     from elical.evaluation.metrics import evaluate_confidence
 
     out = evaluate_confidence(y, c, dev_fraction=dev_fraction, seed=seed, n_resamples=1)
-    return {m: float(out[m]) for m in METRICS}
+    return {m: float(out[m]) for m in metrics}
 
 
 def _mean_std(values) -> dict:
@@ -66,8 +72,10 @@ def summarize(test: list[dict], methods: dict[str, np.ndarray], *, dev_fraction:
     {metric: {"mean", "std", "per_seed"}}}, "groups": {group: {metric: {"mean", "std", "per_seed"[, "ci"]}}}}}}.
     Alignment uses a seeded dev part of each dataset (``dev_fraction``, ``eval_seed``) for its threshold.
     """
-    from elical.evaluation.decision import percentile_interval
-    from elical.evaluation.metrics import batch_metrics
+    from elical.evaluation.decision import percentile_interval, resample_rows
+    from elical.evaluation.spec import resampled_rows
+
+    METRICS, CI_METRICS = study_metrics()
 
     y = np.array([int(r["greedy_correctness"]) for r in test])
     ds = np.array([str(r["dataset"]) for r in test])
@@ -76,7 +84,9 @@ def summarize(test: list[dict], methods: dict[str, np.ndarray], *, dev_fraction:
     groups = {g: [d for d in names if (group_of(d) or "other") == g] for g in (*GROUPS, "other")}
     groups = {g: members for g, members in groups.items() if members}
     rng = np.random.default_rng(bootstrap_seed)
-    resamples = {d: rng.integers(0, rows[d].size, size=(n_resamples, rows[d].size)) for d in names}
+    # one draw per dataset from one stream, the same for every method (paired differences)
+    resamples = {d: np.concatenate([*resample_rows(rows[d].size, n_resamples, rng, chunk_elements=None),
+                                    np.empty((0, rows[d].size), np.int64)]) for d in names}
     out = {"datasets": {d: {"n": int(rows[d].size), "group": group_of(d) or "other",
                             "accuracy": float(y[rows[d]].mean())} for d in names},
            "groups": {g: {"datasets": members, "n": int(sum(rows[d].size for d in members))}
@@ -85,16 +95,16 @@ def summarize(test: list[dict], methods: dict[str, np.ndarray], *, dev_fraction:
     for method, C in methods.items():
         C = np.atleast_2d(np.asarray(C, dtype=np.float64))
         family, k = method_family(method)
-        per_ds = {d: [_point(y[rows[d]], C[s, rows[d]], dev_fraction, eval_seed) for s in range(C.shape[0])]
+        per_ds = {d: [_point(y[rows[d]], C[s, rows[d]], dev_fraction, eval_seed, METRICS) for s in range(C.shape[0])]
                   for d in names}
         boot = {}
         for d in names:
             Y = y[rows[d]][resamples[d]]
             acc = {m: np.zeros(n_resamples) for m in CI_METRICS}
             for s in range(C.shape[0]):
-                values = batch_metrics(Y, C[s, rows[d]][resamples[d]], 10)
+                shared: dict = {}
                 for m in CI_METRICS:
-                    acc[m] += values[m] / C.shape[0]
+                    acc[m] += resampled_rows(m, Y, C[s, rows[d]][resamples[d]], 10, shared) / C.shape[0]
             boot[d] = acc
         entry = {"family": family, "k": k, "datasets": {}, "groups": {}}
         for d in names:

@@ -14,8 +14,22 @@ COLUMNS = ("N-Prob", "Consis-Sem", "Eli-Only", "Cal-Only", "EliCal", "Eli-Only+P
            "Consis-Sem+Isotonic")
 _TITLES = {"in_domain": "in-domain", "out_of_domain": "out-of-domain", "unseen": "MMLU (unseen task)",
            "other": "other datasets"}
-_METRIC_TITLES = {"auroc": "AUROC ↑", "ece": "ECE ↓", "alignment": "Alignment ↑", "brier": "Brier ↓",
-                  "pr_auc": "PR-AUC ↑"}
+
+
+def _metric_title(name: str) -> str:
+    """The registry's column title with its direction: "AUROC ↑", "ECE ↓"."""
+    from elical.evaluation import METRICS
+
+    info = METRICS[name].info
+    return f"{info['title']} {'↑' if info['higher'] else '↓'}"
+
+
+def _shown(metrics) -> list[str]:
+    """``metrics``, or the registry's study metrics (flag ``study``) shown in the printed tables (``headline``)."""
+    from elical.evaluation import headline_metrics
+    from elical.study.summary import study_metrics
+
+    return list(metrics) if metrics is not None else [m for m in study_metrics()[0] if m in headline_metrics()]
 
 
 def _ok(v) -> bool:
@@ -85,12 +99,13 @@ def format_elicitation(elicitation: dict, summary: dict) -> str:
     return "\n".join(lines) + f"\n\nConsis-Sem AUROC: {', '.join(cons)}."
 
 
-def format_label_free(summary: dict, metrics=("auroc", "ece", "alignment", "brier")) -> str:
+def format_label_free(summary: dict, metrics=None) -> str:
     """Every method without labels (the training-free estimators and Eli-Only): rows = method, columns = metric
-    per group."""
+    per group (default: the registry's study metrics of the headline tables)."""
+    metrics = _shown(metrics)
     groups = [g for g in ("in_domain", "out_of_domain", "unseen") if g in summary["groups"]]
     names = [m for m, e in summary["methods"].items() if e["k"] == 0 and " [" not in m]
-    head = " | ".join(f"{_TITLES[g]} {_METRIC_TITLES[m]}" for g in groups for m in metrics)
+    head = " | ".join(f"{_TITLES[g]} {_metric_title(m)}" for g in groups for m in metrics)
     lines = [f"| method | {head} |", "|---|" + "---|" * (len(groups) * len(metrics))]
     for name in names:
         cells = [_cell(summary["methods"][name]["groups"][g][m]) for g in groups for m in metrics]
@@ -142,9 +157,11 @@ def format_headline(h: dict) -> str:
     return "\n".join(lines)
 
 
-def format_study(study: dict, metrics=("auroc", "ece", "alignment")) -> str:
-    """The whole study as markdown: headline, then per target the group tables, per-dataset AUROC at the ~1 %
-    budget and with all labels, and the elicitation curve."""
+def format_study(study: dict, metrics=None) -> str:
+    """The whole study as markdown: headline, then per target the group tables (``metrics``; default the
+    registry's study metrics of the headline tables), per-dataset AUROC at the ~1 % budget and with all labels,
+    and the elicitation curve."""
+    metrics = _shown(metrics)
     s = study["sizes"]
     out = [f"# elical study: {study['config']['model']}, preset {study['config']['preset']}", "",
            f"Pool {s['pool']:,} unlabelled in-domain questions; evaluation {s['eval']:,} questions "
@@ -154,7 +171,7 @@ def format_study(study: dict, metrics=("auroc", "ece", "alignment")) -> str:
         out += [f"## Label target: {target}", "", "Headline:", "", format_headline(res["headline"]), ""]
         for group in res["summary"]["groups"]:
             for metric in metrics:
-                out += [f"### {_TITLES.get(group, group)}: {_METRIC_TITLES[metric]}", "",
+                out += [f"### {_TITLES.get(group, group)}: {_metric_title(metric)}", "",
                         format_group_table(res["summary"], group, metric, s["pool"]), ""]
         out += ["### Every method without labels", "", format_label_free(res["summary"]), ""]
         k1 = res["headline"]["k"]
