@@ -20,7 +20,8 @@ __all__ = ["SOURCES"]
 
 SOURCES = Registry("question source")
 SOURCES.add("facts", "elical.data.facts:load_facts", accepts=(), dataset="facts", options={}, own_split=False,
-            answers="aliases", summary="6,324 factual questions made offline from knowledge packages, frozen in a data file (embedded)")
+            answers="aliases",
+            summary="6,324 factual questions made offline from knowledge packages, frozen in a data file (embedded)")
 SOURCES.add("mmlu", lambda mmlu_dir: _mmlu(mmlu_dir), needs=("mmlu_dir",), accepts=(), dataset="mmlu",
             options={"mmlu_dir": "--mmlu-dir"}, own_split=True, answers="choices", example="../shared/data/mmlu",
             summary="MMLU's test split as free-form QA with lettered choices (the unseen task)")
