@@ -206,7 +206,10 @@ def test_fit_elical_below_ten_labels_uses_leave_one_out(pool):
     eli = fit_eli_only(X[:800], c_cons[:800], max_epochs=20)
     cal = fit_elical(eli, X[800:805], np.array([1.0, 0.0, 1.0, 1.0, 0.0]))
     assert len(cal.cv_best_epochs_) == 5  # one fold per labelled question
-    assert cal.n_epochs_ == sorted(cal.cv_best_epochs_)[2] and cal.best_val_loss_ is None  # median of 5
+    assert cal.cv_epochs_ == int(np.argmin(cal.cv_curve_)) and cal.best_val_loss_ is None  # the mean curve's argmin
+    # Each leave-one-out fold trains on 4 questions at batch size 1 (4 steps an epoch); the final fit on all 5 takes
+    # as many steps as the folds did in the chosen epochs, not 5 per epoch.
+    assert cal.n_steps_ == 4 * cal.cv_epochs_
 
 
 def test_elical_with_8_labels_does_not_fall_below_eli_only():
@@ -233,13 +236,14 @@ def test_elical_with_8_labels_does_not_fall_below_eli_only():
 
 
 def test_stage2_final_fit_uses_the_folds_schedule(pool):
-    # k = 16: batch size ceil(16 / 8) = 2, so 8 steps per epoch; the folds plan the warm-up over max_epochs = 200,
-    # i.e. 0.1 * 200 * 8 = 160 steps of the final fit (not 10 % of the few epochs the CV chose).
+    # k = 16 in 5 folds: the folds train on 12 or 13 questions (median 13), batch size ceil(13 / 8) = 2, 7 steps per
+    # epoch; they plan the warm-up over max_epochs = 200, i.e. 0.1 * 200 * 7 = 140 steps, and so does the final fit
+    # (not 10 % of the few epochs the CV chose, nor the 8 steps an epoch of all 16 would take).
     X, p, c_cons, _ = pool
     eli = fit_eli_only(X[:800], c_cons[:800], learning_rate=1e-2, random_state=1)
     y_k = np.random.default_rng(5).binomial(10, p[800:816]) / 10
     cal = fit_elical(eli, X[800:816], y_k, random_state=2)
-    assert cal.max_epochs == 200 and cal.warmup_steps_ == 160
+    assert cal.max_epochs == 200 and cal.warmup_steps_ == 140 and cal.cv_batch_size_ == 2
     assert cal.n_epochs_ < 200  # the CV stopped it early: the plan is not the number of epochs trained
 
 

@@ -180,8 +180,8 @@ def test_cal_only_is_seeded_and_release_removes_the_adapter(smollm2, data):
 
 
 def test_cal_only_and_stage2_cross_validate_inside_k_like_the_probe_heads(stage1, smollm2, data):
-    # k = 6 < 10: leave-one-out, one fold per labelled prompt; the final head trains on all 6 for the folds'
-    # median best epoch (no held-out part), and every fold's adapter is removed from the shared model again.
+    # k = 6 < 10: leave-one-out, one fold per labelled prompt; the final head trains on all 6 for the argmin of the
+    # mean CV curve (no held-out part), and every fold's adapter is removed from the shared model again.
     model, tok = smollm2
     eli = stage1[0]
     prompts = data[0]
@@ -191,9 +191,19 @@ def test_cal_only_and_stage2_cross_validate_inside_k_like_the_probe_heads(stage1
     elical = fit_lora_elical(eli, k_prompts, y_k, max_epochs=2)
     for head in (cal, elical):
         assert len(head.cv_best_epochs_) == 6 and head.best_val_loss_ is None
-        assert head.n_epochs_ == int(np.median(head.cv_best_epochs_)) and 0 <= head.n_epochs_ <= 2
+        assert head.n_epochs_ == head.cv_epochs_ == int(np.argmin(head.cv_curve_)) and 0 <= head.n_epochs_ <= 2
     assert len(list(model.parameters())) == n_params + 2 * 2 * 7 * 30  # only the two final adapters remain
     cal.release()
+    elical.release()
+
+
+def test_stage2_takes_no_step_on_one_valued_labels(stage1, data):
+    # k = 4 labels all 0: nothing to calibrate against; EliCal(k) predicts exactly as Eli-Only.
+    eli = stage1[0]
+    prompts, _, test, _ = data
+    elical = fit_lora_elical(eli, prompts[:2] + prompts[10:12], np.zeros(4), max_epochs=2)
+    assert elical.n_epochs_ == 0
+    np.testing.assert_allclose(elical.predict(test), eli.predict(test), atol=1e-6)
     elical.release()
 
 

@@ -37,6 +37,7 @@ from typing import Sequence
 import numpy as np
 
 from elical.extras import require
+from elical.heads.cv import choose_epoch, cv_splits
 from elical.heads.distributed import Replicas, replicas, resolve_precision, step_batches, training_autocast
 from elical.heads.lora_config import LoRAConfig, _rng_devices, detect_target_modules
 from elical.heads.validation import MIN_SAMPLES_FOR_VALIDATION, holdout_split
@@ -301,21 +302,24 @@ class LoRAHead:
 
     def _cv_epochs(self, prompts: list[str], y: np.ndarray, init) -> int:
         """Epochs chosen by seeded k-fold cross-validation (leave-one-out below MIN_SAMPLES_FOR_VALIDATION):
-        each fold trains a head of its own on the same model (from ``init`` when given) and is then released."""
-        from sklearn.model_selection import KFold
-
+        each fold trains a head of its own on the same model (from ``init`` when given) and is then released. The
+        argmin of the mean CV curve (:func:`elical.heads.cv.choose_epoch`, each question carrying its fold's
+        validation MSE; a fold that stopped early keeps its last value), not a median of the folds' optima."""
         n = len(prompts)
-        n_splits = n if n < MIN_SAMPLES_FOR_VALIDATION else min(self.config.cv_folds, n // 2)
-        folds = KFold(n_splits=n_splits, shuffle=True, random_state=self.config.random_state)
-        best = []
-        for i, (tr, va) in enumerate(folds.split(np.arange(n))):
+        best, rows = [], []
+        for i, (tr, va) in enumerate(cv_splits(n, self.config.cv_folds, self.config.random_state)):
             cfg = replace(self.config, validation="holdout", random_state=self.config.random_state + 1 + i)
             fold = LoRAHead(self.model, self.tokenizer, cfg, base_model=self.base_model)
             fold.fit([prompts[j] for j in tr], y[tr], val=([prompts[j] for j in va], y[va]), init=init)
             best.append(fold.best_epoch_)
+            rows.append(([h[2] for h in fold.history_], va))
             fold.release()
-        self.cv_best_epochs_ = best
-        return int(np.median(best))
+        losses = np.empty((max(len(curve) for curve, _ in rows), n))
+        for curve, va in rows:
+            losses[:, va] = np.r_[curve, [curve[-1]] * (losses.shape[0] - len(curve))][:, None]
+        self.cv_best_epochs_, self.cv_curve_ = best, losses.mean(axis=1).tolist()
+        self.cv_epochs_ = choose_epoch(losses, "min")
+        return self.cv_epochs_
 
     def _train(self, prompts, y, val, epochs, generator, plan_epochs, reps: Replicas) -> tuple[list, int]:
         import torch

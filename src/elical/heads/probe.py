@@ -16,58 +16,21 @@ in stage 2 that split is carved out of the k labelled questions, nothing else.
 from __future__ import annotations
 
 import copy
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator
 
-from elical.fileio import atomic_path, write_text_atomic
+from elical.heads.cv import CV_RULES, choose_epoch, cv_splits, question_weights
+from elical.heads.probe_io import _build_net, load_probe_head, mlp_widths, save_probe_head
 from elical.heads.streaming import FeatureFile, check_features, feature_scaler, iter_batches, map_chunks
 from elical.heads.validation import MIN_SAMPLES_FOR_VALIDATION, _check_y, holdout_split
 
 __all__ = ["ProbeHead", "mlp_widths"]
 
 _KINDS = ("linear", "mlp")
-_FORMAT = "elical.ProbeHead"
-_FORMAT_VERSION = 1
 _EVAL_CHUNK = 16384  # rows per forward pass when predicting; bounds memory for the mlp's hidden layer
-
-
-def mlp_widths(n_features: int, hidden_size: int | None = None) -> tuple[int, ...]:
-    """Widths of the mlp head's layers after the input: the official shape ``(H // 2, H // 4, 1)`` of
-    ``train_mlp.py`` (Ni et al., arXiv 2510.17509) when ``hidden_size`` is None, else ``(hidden_size, 1)``."""
-    if hidden_size is None:
-        return max(1, n_features // 2), max(1, n_features // 4), 1
-    return hidden_size, 1
-
-
-def _build_net(kind: str, n_features: int, hidden_size: int | None, generator: torch.Generator) -> torch.nn.Sequential:
-    # skip_init builds the layers without nn.Linear's own reset_parameters, which would draw from the global RNG;
-    # the initialisation is then PyTorch's default (Kaiming-uniform weights, uniform bias), drawn from `generator`.
-    if kind == "linear":
-        layers = [torch.nn.utils.skip_init(torch.nn.Linear, n_features, 1)]
-    elif hidden_size is None:  # the official MLP: Linear, ReLU, Linear, ReLU, Linear (keys 0.*, 2.*, 4.*)
-        layers, width = [], n_features
-        for out in mlp_widths(n_features):
-            layers += [torch.nn.utils.skip_init(torch.nn.Linear, width, out), torch.nn.ReLU()]
-            width = out
-        layers = layers[:-1]
-    else:
-        layers = [
-            torch.nn.utils.skip_init(torch.nn.Linear, n_features, hidden_size),
-            torch.nn.ReLU(),
-            torch.nn.utils.skip_init(torch.nn.Linear, hidden_size, 1),
-        ]
-    for layer in layers:
-        if isinstance(layer, torch.nn.Linear):
-            torch.nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
-            bound = 1.0 / math.sqrt(layer.in_features)
-            torch.nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
-    return torch.nn.Sequential(*layers)
 
 
 def _standardize(X: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -118,10 +81,20 @@ class ProbeHead(BaseEstimator):
     validation : {"holdout", "cv"}
         How early stopping is chosen when no ``X_val`` is given. ``"holdout"``: a seeded ``validation_fraction``
         is held out and the best epoch's weights are kept. ``"cv"``: ``cv_folds``-fold cross-validation (seeded)
-        picks the number of epochs (median of the folds' best epochs, 0 allowed), then the head trains on *all*
-        samples for that many epochs -- with few labels (EliCal stage 2) no label is left out of training.
+        picks the number of epochs from the mean CV curve (:mod:`elical.heads.cv`; 0 allowed), then the head trains
+        on *all* samples for as many optimiser steps as the folds took in that many epochs, at the folds' batch
+        size -- with few labels (EliCal stage 2) no label is left out of training.
     cv_folds : int
         Folds for ``validation="cv"`` (at most n_samples // 2).
+    cv_rule : {"min", "one_se"}
+        How the CV curve picks the epochs (:func:`elical.heads.cv.choose_epoch`): its argmin, or that only when the
+        gain over epoch 0 exceeds its standard error.
+    cv_loss : {"mse", "balanced"}
+        The CV curve's loss: plain MSE or MSE with both classes weighted half (:func:`elical.heads.cv.question_weights`).
+    l2sp : float >= 0
+        With ``init``: strength of the L2-SP penalty ``l2sp * sum((w - w_init)^2)`` added to each batch's MSE,
+        which pulls the weights towards the starting (stage-1) ones (Li et al., 2018, "Explicit inductive bias for
+        transfer learning with convolutional networks"). 0 (default): no penalty.
     random_state : int
         Seeds initialisation, the validation split and the shuffling, through private generators (the global
         torch and numpy RNGs are untouched). Same seed and data -> identical weights.
@@ -144,7 +117,8 @@ class ProbeHead(BaseEstimator):
 
     def __init__(self, kind="linear", hidden_size=None, learning_rate=1e-3, weight_decay=0.1, batch_size=256,
                  max_epochs=200, patience=10, tol=1e-5, warmup_ratio=0.1, validation_fraction=0.2,
-                 epochs_without_validation=20, validation="holdout", cv_folds=5, random_state=0):
+                 epochs_without_validation=20, validation="holdout", cv_folds=5, random_state=0, cv_rule="min",
+                 cv_loss="mse", l2sp=0.0):
         self.kind = kind
         self.hidden_size = hidden_size
         self.learning_rate = learning_rate
@@ -159,6 +133,9 @@ class ProbeHead(BaseEstimator):
         self.validation = validation
         self.cv_folds = cv_folds
         self.random_state = random_state
+        self.cv_rule = cv_rule
+        self.cv_loss = cv_loss
+        self.l2sp = l2sp
 
     def _check_params(self) -> None:
         if self.kind not in _KINDS:
@@ -188,6 +165,11 @@ class ProbeHead(BaseEstimator):
             raise ValueError(f"validation must be 'holdout' or 'cv', got {self.validation!r}")
         if not isinstance(self.cv_folds, (int, np.integer)) or self.cv_folds < 2:
             raise ValueError(f"cv_folds must be an integer >= 2, got {self.cv_folds!r}")
+        if self.cv_rule not in CV_RULES:
+            raise ValueError(f"cv_rule must be one of {CV_RULES}, got {self.cv_rule!r}")
+        question_weights([0.0], self.cv_loss)  # raises for an unknown loss
+        if not self.l2sp >= 0:
+            raise ValueError(f"l2sp must be >= 0, got {self.l2sp!r}")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "module_"):
@@ -254,12 +236,16 @@ class ProbeHead(BaseEstimator):
             X_val, y_val, X, y = X[val_idx], y[val_idx], X[train_idx], y[train_idx]
         net, mean, scale = self._start(X, init, generator, y)
         val = None if X_val is None else (_standardize(X_val, mean, scale), y_val)
-        if epochs is None:
+        batch_size = max_steps = None
+        if epochs is not None:
+            # The final fit follows the folds' schedule: their batch size, their warm-up (planned over max_epochs)
+            # and as many steps as they took in the chosen epochs, so "e epochs" means what it meant in the folds.
+            batch_size, max_steps = self.cv_batch_size_, epochs * self.cv_steps_per_epoch_
+        else:
             epochs = self.max_epochs if val is not None else min(self.max_epochs, self.epochs_without_validation)
-        # With CV the final fit follows the folds' schedule (warm-up planned over max_epochs) and stops at the
-        # chosen epoch, so the epoch count means what it meant in the folds.
         plan = self.max_epochs if self.validation == "cv" and val is None else epochs
-        history, best_epoch = self._train(net, _standardize(X, mean, scale), y, val, epochs, generator, plan)
+        history, best_epoch = self._train(net, _standardize(X, mean, scale), y, val, epochs, generator, plan,
+                                          batch_size=batch_size, max_steps=max_steps, anchor=self._anchor(init))
         self.module_, self.mean_, self.scale_, self.n_features_in_ = net.eval(), mean, scale, X.shape[1]
         self.history_, self.n_epochs_, self.best_epoch_ = history, history[-1][0], best_epoch
         self.best_val_loss_ = None if val is None else history[best_epoch][2]
@@ -279,62 +265,112 @@ class ProbeHead(BaseEstimator):
                 net[-1].bias.fill_(math.log(p / (1 - p)))
         return net, scaler.mean_.astype(np.float64), scaler.scale_.astype(np.float64)
 
-    def _cv_epochs(self, X, y, init) -> int:
-        """Number of epochs chosen by seeded k-fold cross-validation (median of the folds' best epochs, 0 allowed);
-        leave-one-out below :data:`MIN_SAMPLES_FOR_VALIDATION` samples."""
-        from sklearn.model_selection import KFold
+    def _anchor(self, init):
+        """The L2-SP anchor: copies of ``init``'s weights (None without init or penalty)."""
+        if init is None or not self.l2sp > 0:
+            return None
+        return [p.detach().clone() for p in init.module_.parameters()]
 
+    def _cv_epochs(self, X, y, init) -> int:
+        """Epochs chosen by seeded cross-validation inside (X, y) (:mod:`elical.heads.cv`; leave-one-out below
+        :data:`MIN_SAMPLES_FOR_VALIDATION` samples). The folds train in lockstep; after every epoch their
+        out-of-fold predictions form one row of the CV loss matrix; training stops when the mean CV curve has not
+        improved by more than ``tol`` for ``patience`` epochs (or at ``max_epochs``); ``cv_rule`` then picks."""
         n = X.shape[0]
-        n_splits = n if n < MIN_SAMPLES_FOR_VALIDATION else min(self.cv_folds, n // 2)
-        folds = KFold(n_splits=n_splits, shuffle=True, random_state=self.random_state)
-        best = []
-        for i, (tr, va) in enumerate(folds.split(X)):
+        splits = cv_splits(n, self.cv_folds, self.random_state)
+        weights = question_weights(y, self.cv_loss)
+        runs, sizes = [], []
+        for i, (tr, va) in enumerate(splits):
             gen = torch.Generator().manual_seed(int(self.random_state) + 1 + i)
             net, mean, scale = self._start(X[tr], init, gen, y[tr])
-            _, best_epoch = self._train(net, _standardize(X[tr], mean, scale), y[tr],
-                                        (_standardize(X[va], mean, scale), y[va]), self.max_epochs, gen,
-                                        self.max_epochs)
-            best.append(best_epoch)
-        self.cv_best_epochs_ = best
-        return int(np.median(best))
+            steps = self._epochs(net, _standardize(X[tr], mean, scale), y[tr], gen, self.max_epochs,
+                                 anchor=self._anchor(init))
+            runs.append((net, _standardize(X[va], mean, scale), va, steps))
+            sizes.append(len(tr))
+        preds, best, stale = [], np.inf, 0
+        for epoch in range(self.max_epochs + 1):
+            p = np.empty(n)
+            for net, X_va, va, steps in runs:
+                next(steps)  # epoch 0: the starting weights, no step taken
+                with torch.no_grad():
+                    p[va] = _predict_tensor(net, X_va).numpy()
+            preds.append(p)
+            curve = float(np.mean(weights * (p - y) ** 2))
+            stale = 0 if curve < best - self.tol else stale + 1
+            best = min(best, curve)
+            if stale >= self.patience:
+                break
+        P = np.array(preds)
+        losses = weights * (P - y) ** 2
+        epochs = choose_epoch(losses, self.cv_rule)
+        self.cv_epochs_, self.cv_curve_ = epochs, losses.mean(axis=1).tolist()
+        self.cv_oof_ = P[epochs]  # out-of-fold predictions at the chosen epoch, shape (n,)
+        self.cv_best_epochs_ = [int(np.argmin(((P[:, va] - y[va]) ** 2).mean(axis=1))) for _, va in splits]
+        # The median fold's schedule (folds differ by at most one question in size).
+        fold_n = int(np.median(sizes))
+        self.cv_batch_size_ = max(1, min(self.batch_size, math.ceil(fold_n / 8)))
+        self.cv_steps_per_epoch_ = math.ceil(fold_n / self.cv_batch_size_)
+        return epochs
 
-    def _train(self, net, Xs, y, val, epochs, generator, plan_epochs) -> tuple[list, int]:
-        """AdamW with linear warm-up over ``warmup_ratio * plan_epochs`` epochs, full shuffled passes, early
-        stopping; trains at most ``epochs`` epochs and leaves the kept weights in ``net``."""
+    def _epochs(self, net, Xs, y, generator, plan_epochs, batch_size=None, max_steps=None, anchor=None):
+        """Generator of training epochs: yields None first (epoch 0, nothing trained), then after each full shuffled
+        pass the mean batch MSE of that pass. AdamW with linear warm-up over ``warmup_ratio * plan_epochs``
+        epochs; returns once ``max_steps`` optimiser steps are taken (after yielding the partial epoch)."""
         n_train = Xs.shape[0]
         # At least ~8 steps per epoch: a small pool in one or two batches barely moves per epoch and early
         # stopping then ends training long before convergence.
-        batch_size = max(1, min(self.batch_size, math.ceil(n_train / 8)))
+        if batch_size is None:
+            batch_size = max(1, min(self.batch_size, math.ceil(n_train / 8)))
         warmup_steps = math.ceil(self.warmup_ratio * plan_epochs * math.ceil(n_train / batch_size))
         self.warmup_steps_ = warmup_steps
         optimizer = torch.optim.AdamW(net.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0)
+        net.train()
+        yield None
+        step = 0
+        while max_steps is None or step < max_steps:
+            order = torch.randperm(n_train, generator=generator).numpy()
+            total, seen = 0.0, 0
+            # Gathered in numpy (torch's threaded copies crawl on a busy 2-core machine), shared without a copy.
+            for idx, batch in iter_batches(Xs, order, batch_size):
+                if max_steps is not None and step >= max_steps:
+                    break
+                mse = torch.nn.functional.mse_loss(_confidence(net, torch.from_numpy(batch)), torch.from_numpy(y[idx]))
+                loss = mse
+                if anchor is not None:
+                    loss = loss + self.l2sp * sum(((w - w0) ** 2).sum() for w, w0 in zip(net.parameters(), anchor))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                step += 1
+                total += mse.item() * len(idx)
+                seen += len(idx)
+            yield total / max(seen, 1)
+        self.n_steps_ = step
 
+    def _train(self, net, Xs, y, val, epochs, generator, plan_epochs, *, batch_size=None, max_steps=None,
+               anchor=None) -> tuple[list, int]:
+        """Trains at most ``epochs`` epochs (and ``max_steps`` steps) with early stopping on ``val``; leaves the kept
+        weights in ``net``. Returns (history, best epoch)."""
         def mse(X_np, y_np):
             with torch.no_grad():
                 pred = _predict_tensor(net, X_np)
                 return float(torch.nn.functional.mse_loss(pred, torch.from_numpy(y_np)))
 
-        net.train()
+        steps = self._epochs(net, Xs, y, generator, plan_epochs, batch_size, max_steps, anchor)
+        next(steps)
         val_loss = None if val is None else mse(*val)
         history = [(0, mse(Xs, y), val_loss)]
         best_val, best_epoch, stale = val_loss, 0, 0
         best_state = copy.deepcopy(net.state_dict())
         for epoch in range(1, epochs + 1):
-            order = torch.randperm(n_train, generator=generator).numpy()
-            total = 0.0
-            # Gathered in numpy (torch's threaded copies crawl on a busy 2-core machine), shared without a copy.
-            for idx, batch in iter_batches(Xs, order, batch_size):
-                loss = torch.nn.functional.mse_loss(_confidence(net, torch.from_numpy(batch)),
-                                                    torch.from_numpy(y[idx]))
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                scheduler.step()
-                total += loss.item() * len(idx)
+            train_loss = next(steps, None)
+            if train_loss is None:  # the step budget is spent
+                break
             val_loss = None if val is None else mse(*val)
-            history.append((epoch, total / n_train, val_loss))
+            history.append((epoch, train_loss, val_loss))
             if val is None:
                 best_epoch = epoch
                 continue
@@ -384,22 +420,7 @@ class ProbeHead(BaseEstimator):
         ValueError
             If the head is not fitted.
         """
-        self._check_fitted()
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        tensors = {f"module.{k}": v.detach().contiguous() for k, v in self.module_.state_dict().items()}
-        tensors["mean"] = torch.from_numpy(self.mean_.copy())
-        tensors["scale"] = torch.from_numpy(self.scale_.copy())
-        meta = {
-            "format": _FORMAT, "format_version": _FORMAT_VERSION, "kind": self.kind,
-            "n_features": int(self.n_features_in_), "params": _jsonable(self.get_params()),
-            "fitted": {"n_epochs_": int(self.n_epochs_), "best_epoch_": int(self.best_epoch_),
-                       "best_val_loss_": self.best_val_loss_,
-                       "history_": [list(row) for row in self.history_]},
-        }
-        with atomic_path(directory / "head.safetensors") as tmp:
-            save_file(tensors, str(tmp), metadata={"format": "pt"})
-        write_text_atomic(directory / "head.json", json.dumps(meta, indent=2) + "\n")
+        save_probe_head(self, directory)
 
     @classmethod
     def load(cls, directory) -> ProbeHead:
@@ -412,33 +433,10 @@ class ProbeHead(BaseEstimator):
         ValueError
             If ``head.json`` is not an elical ProbeHead file or the weights do not match it.
         """
-        directory = Path(directory)
-        meta = json.loads((directory / "head.json").read_text(encoding="utf-8"))
-        if meta.get("format") != _FORMAT:
-            raise ValueError(f"{directory / 'head.json'}: not a {_FORMAT} file (format={meta.get('format')!r})")
-        tensors = load_file(str(directory / "head.safetensors"))
-        head = cls(**meta["params"])
-        net = _build_net(meta["kind"], int(meta["n_features"]), head.hidden_size, torch.Generator().manual_seed(0))
-        state = {k[len("module."):]: v for k, v in tensors.items() if k.startswith("module.")}
-        try:
-            net.load_state_dict(state)
-        except RuntimeError as exc:
-            raise ValueError(f"{directory / 'head.safetensors'}: weights do not match head.json: {exc}") from None
-        net.eval()
-        head.module_ = net
-        head.mean_ = tensors["mean"].numpy().astype(np.float64)
-        head.scale_ = tensors["scale"].numpy().astype(np.float64)
-        head.n_features_in_ = int(meta["n_features"])
-        fitted = meta["fitted"]
-        head.history_ = [tuple(row) for row in fitted["history_"]]
-        head.n_epochs_, head.best_epoch_ = fitted["n_epochs_"], fitted["best_epoch_"]
-        head.best_val_loss_ = fitted["best_val_loss_"]
-        return head
+        return load_probe_head(cls, directory)
 
 
 def _predict_tensor(net: torch.nn.Module, X) -> torch.Tensor:
     return torch.cat(list(map_chunks(X, lambda rows: _confidence(net, torch.from_numpy(rows)), _EVAL_CHUNK)))
 
 
-def _jsonable(params: dict) -> dict:
-    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in params.items()}
