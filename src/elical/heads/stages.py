@@ -12,6 +12,7 @@ from typing import Callable
 from elical.heads.lora import LoRAHead
 from elical.heads.lora_config import LoRAConfig
 from elical.heads.probe import ProbeHead
+from elical.heads.stage2 import DEFAULT_STAGE2_RULE, fit_stage2
 
 __all__ = ["fit_eli_only", "fit_elical", "fit_cal_only", "fit_lora_eli_only", "fit_lora_elical", "fit_lora_cal_only",
            "HeadStages", "probe_stages", "lora_stages"]
@@ -29,16 +30,22 @@ def fit_eli_only(X_pool, self_consistency, *, random_state=0, **head_params) -> 
     return ProbeHead(random_state=random_state, **head_params).fit(X_pool, self_consistency)
 
 
-def fit_elical(eli_head: ProbeHead, X_k, y_k, *, random_state=0, **head_params) -> ProbeHead:
+def fit_elical(eli_head: ProbeHead, X_k, y_k, *, random_state=0, rule: str | None = None,
+               **head_params) -> ProbeHead:
     """EliCal stage 2, calibration: continue from the stage-1 head on the k labelled questions (Ni et al.).
 
     Returns a new head that starts from a copy of ``eli_head``'s weights and standardisation; ``eli_head`` is not
-    modified. Hyper-parameters default to ``eli_head``'s, overridden by ``head_params`` (``kind`` and
-    ``hidden_size`` must stay the same). Only the k questions are used: by default (``validation="cv"``)
-    k-fold cross-validation inside the k (leave-one-out for k < :data:`elical.heads.validation.MIN_SAMPLES_FOR_VALIDATION`)
-    picks the number of epochs (0 = keep the stage-1 weights), then the head trains on all k for that many, on the
-    folds' learning-rate schedule; ``validation="holdout"`` holds out a seeded ``validation_fraction`` of them
-    instead.
+    modified. ``rule`` (:data:`elical.heads.stage2.STAGE2_RULES`, default
+    :data:`elical.heads.stage2.DEFAULT_STAGE2_RULE`) says how the k labels move it: an affine map of the stage-1
+    logit with a non-negative slope (Eli-Only's ranking kept), switching to the full stage 2 when cross-validation
+    inside the k shows the labels support it, or the full stage 2 under one of several early-stopping rules
+    (:mod:`elical.heads.stage2`). Labels of one value: no step, EliCal(k) is Eli-Only. Hyper-parameters of the full
+    stage 2 default to ``eli_head``'s, overridden by ``head_params`` (``kind`` and ``hidden_size`` must stay the
+    same). Only the k questions are used: k-fold cross-validation inside the k (leave-one-out for
+    k < :data:`elical.heads.validation.MIN_SAMPLES_FOR_VALIDATION`) picks the number of epochs from the mean CV
+    curve (0 = keep the stage-1 weights), then the head trains on all k for as many steps as the folds took, on the
+    folds' learning-rate schedule; ``validation="holdout"`` with ``rule="full"`` holds out a seeded
+    ``validation_fraction`` of them instead.
 
     Parameters
     ----------
@@ -57,7 +64,11 @@ def fit_elical(eli_head: ProbeHead, X_k, y_k, *, random_state=0, **head_params) 
     if not isinstance(eli_head, ProbeHead):
         raise ValueError(f"eli_head must be a fitted ProbeHead, got {type(eli_head).__name__}")
     params = {**eli_head.get_params(), "validation": "cv", **head_params, "random_state": random_state}
-    return ProbeHead(**params).fit(X_k, y_k, init=eli_head)
+    if rule is None:
+        rule = DEFAULT_STAGE2_RULE
+    if rule == "full" and params["validation"] == "holdout":
+        return ProbeHead(**params).fit(X_k, y_k, init=eli_head)
+    return fit_stage2(eli_head, X_k, y_k, rule, params)
 
 
 def fit_cal_only(X_k, y_k, *, random_state=0, **head_params) -> ProbeHead:
@@ -89,11 +100,16 @@ def fit_lora_elical(eli_head: LoRAHead, prompts_k, y_k, *, config: LoRAConfig | 
     only, ``max_epochs``); rank, alpha and target modules stay stage 1's. Validation as the probe heads' stage 2:
     cross-validation inside the k questions (``validation="cv"``, leave-one-out below
     :data:`elical.heads.validation.MIN_SAMPLES_FOR_VALIDATION`) picks the epochs, 0 keeping the stage-1 weights,
-    then all k train; ``validation="holdout"`` in ``overrides`` holds out a part instead. ``eli_head`` is not
-    modified.
+    then all k train; ``validation="holdout"`` in ``overrides`` holds out a part instead. Labels of one value: no
+    stage-2 step (the stage-1 weights, copied). ``eli_head`` is not modified. The affine rule of the probe heads'
+    default (:mod:`elical.heads.stage2`) is not implemented for the LoRA head yet.
     """
     if not isinstance(eli_head, LoRAHead):
         raise ValueError(f"eli_head must be a fitted LoRAHead, got {type(eli_head).__name__}")
+    y = np.asarray(y_k, dtype=np.float64)
+    if y.ndim == 1 and y.size and y.min() == y.max():
+        # One label value: nothing to calibrate against; no stage-2 step (the stage-1 adapter and head, copied).
+        overrides = {**overrides, "max_epochs": 0, "validation": "holdout", "validation_fraction": 0.0}
     cfg = replace(config if config is not None else eli_head.config, **{"validation": "cv", **overrides})
     head = LoRAHead(eli_head.model, eli_head.tokenizer, cfg, base_model=eli_head.base_model)
     return head.fit(prompts_k, y_k, init=eli_head)
