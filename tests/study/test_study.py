@@ -192,3 +192,32 @@ def test_summarize_groups_and_seed_spread_by_hand():
     low, high = m["groups"]["in_domain"]["auroc"]["ci"]
     assert 0.0 <= low <= high <= 1.0
     assert out["groups"]["in_domain"]["n"] == 4 and out["datasets"]["squad"]["accuracy"] == pytest.approx(2 / 6)
+
+
+def test_paired_differences_by_hand_and_against_an_independent_bootstrap():
+    # One dataset, two seeds; EliCal(2) against Cal-Only(2) (same seeds) and Eli-Only (one row per seed too).
+    y = np.array([1, 0, 1, 0, 0, 1, 0, 0])
+    test = [{"dataset": "nq", "greedy_correctness": int(v)} for v in y]
+    eli = np.array([0.9, 0.2, 0.7, 0.4, 0.3, 0.6, 0.5, 0.1])  # positives 0.9, 0.7, 0.6 above all five negatives
+    elical = np.stack([eli, eli])  # keeps Eli-Only's ranking in both seeds
+    cal = np.stack([1 - eli, eli[::-1]])
+    B = 200
+    out = summarize(test, {"Eli-Only": np.stack([eli, eli]), "EliCal(2)": elical, "Cal-Only(2)": cal}, n_resamples=B)
+    p_cal = out["paired"]["EliCal(2) - Cal-Only(2)"]["groups"]["in_domain"]["auroc"]
+    p_eli = out["paired"]["EliCal(2) - Eli-Only"]["groups"]["in_domain"]["auroc"]
+    a_eli = roc_auc_score(y, eli)  # 15 / 15 = 1.0: every positive above every negative
+    a_cal = [roc_auc_score(y, cal[0]), roc_auc_score(y, cal[1])]
+    assert a_eli == 1.0 and a_cal[0] == 0.0
+    assert p_cal["per_seed"] == pytest.approx([a_eli - a_cal[0], a_eli - a_cal[1]])
+    assert p_eli["per_seed"] == [0.0, 0.0] and p_eli["distinguishable"] is False and p_eli["ci"] == [0.0, 0.0]
+    # The paired interval from our own resampling: the same draws as summarize (seed 0, one dataset), scikit-learn
+    # AUROC per resample, seeds averaged, difference of the two methods, resamples with one class dropped.
+    idx = np.random.default_rng(0).integers(0, y.size, size=(B, y.size))
+    diffs = []
+    for r in idx:
+        if y[r].min() == y[r].max():
+            continue
+        d = [roc_auc_score(y[r], elical[s][r]) - roc_auc_score(y[r], cal[s][r]) for s in range(2)]
+        diffs.append(np.mean(d))
+    assert p_cal["ci"] == pytest.approx(list(np.quantile(diffs, [0.025, 0.975])), abs=1e-9)
+    assert p_cal["distinguishable"] is (p_cal["ci"][0] > 0)

@@ -9,6 +9,12 @@ computed and averaged over seeds, then the group value is the test-size-weighted
 interval is the 2.5-97.5 percentile of those B values: question sampling only; the seeds' spread is reported
 beside it. A dataset where a metric is undefined (AUROC when every answer is wrong) is left out of its group's
 average for that metric, the weights renormalised over the others.
+
+Paired comparisons (``summary["paired"]``): for every k, EliCal(k) - Cal-Only(k) and EliCal(k) - Eli-Only per group
+and metric with a bootstrap interval (:func:`study_metrics`): the per-seed differences (same seed = same labelled questions for both methods;
+mean and the seeds' std) and a paired percentile bootstrap interval over questions (both methods scored on the same
+resamples, :func:`elical.evaluation.decision.percentile_interval` of the B differences). A difference is called
+distinguishable from zero when that interval excludes 0.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import numpy as np
 
 from elical.data.groups import group_of
 
-__all__ = ["GROUPS", "study_metrics", "method_family", "summarize", "one_percent_k"]
+__all__ = ["GROUPS", "study_metrics", "method_family", "summarize", "one_percent_k", "paired_pairs"]
 
 GROUPS = ("in_domain", "out_of_domain", "unseen")
 _K = re.compile(r"^(?P<family>.+?)\((?P<k>\d+)\)(?P<tag> \[[^\]]+\])?$")
@@ -92,6 +98,7 @@ def summarize(test: list[dict], methods: dict[str, np.ndarray], *, dev_fraction:
            "groups": {g: {"datasets": members, "n": int(sum(rows[d].size for d in members))}
                       for g, members in groups.items()},
            "n_resamples": n_resamples, "methods": {}}
+    boot_groups = {}
     for method, C in methods.items():
         C = np.atleast_2d(np.asarray(C, dtype=np.float64))
         family, k = method_family(method)
@@ -118,8 +125,48 @@ def summarize(test: list[dict], methods: dict[str, np.ndarray], *, dev_fraction:
                 if m in CI_METRICS:
                     values = _weighted(np.stack([boot[d][m] for d in members]), w)
                     stats[m]["ci"] = [float(v) for v in percentile_interval(values, 0.95)]
+                    boot_groups[(method, g, m)] = values
             entry["groups"][g] = stats
         out["methods"][method] = entry
+    out["paired"] = _paired(out, boot_groups, paired_pairs(methods))
+    return out
+
+
+def paired_pairs(methods) -> list[tuple[str, str]]:
+    """The study's paired comparisons among ``methods`` (names): (EliCal(k), Cal-Only(k)) and (EliCal(k),
+    Eli-Only) for every k, without layer/pooling tags; pairs whose second method is absent are left out."""
+    pairs = []
+    for name in methods:
+        family, k = method_family(name)
+        if family == "EliCal" and k > 0:
+            pairs += [(name, other) for other in (f"Cal-Only({k})", "Eli-Only") if other in methods]
+    return pairs
+
+
+def _paired(summary: dict, boot_groups: dict, pairs) -> dict:
+    """{"A - B": {"a", "b", "k", "groups": {group: {metric: {"mean", "std", "per_seed", "ci", "distinguishable"}}}}}
+    from the per-seed group values and the shared bootstrap resamples of :func:`summarize`."""
+    from elical.evaluation.decision import percentile_interval
+
+    out = {}
+    for a, b in pairs:
+        ea, eb = summary["methods"][a], summary["methods"][b]
+        groups = {}
+        for g in ea["groups"]:
+            stats = {}
+            for m in dict.fromkeys(key[2] for key in boot_groups if key[:2] == (a, g)):
+                sa, sb = np.array(ea["groups"][g][m]["per_seed"]), np.array(eb["groups"][g][m]["per_seed"])
+                if sb.size == 1:
+                    sb = np.full_like(sa, sb[0])  # a method without seeds (one row) against every seed
+                if sa.size != sb.size:
+                    continue
+                entry = _mean_std(sa - sb)
+                ci = percentile_interval(boot_groups[(a, g, m)] - boot_groups[(b, g, m)], 0.95)
+                entry["ci"] = [float(v) for v in ci]
+                entry["distinguishable"] = bool(np.isfinite(ci).all() and (ci[0] > 0 or ci[1] < 0))
+                stats[m] = entry
+            groups[g] = stats
+        out[f"{a} - {b}"] = {"a": a, "b": b, "k": ea["k"], "groups": groups}
     return out
 
 
@@ -142,7 +189,8 @@ def _ratio(num, den) -> dict:
 def headline(summary: dict, n_pool: int, ks, elicitation: dict | None = None) -> dict:
     """The issue's headline numbers from one target's :func:`summarize` output (per seed, then mean and std):
     EliCal(k ~ 1 % of the pool) / Cal-Only(all) AUROC in-domain and out-of-domain (and the same ratio of the
-    parts above chance, (AUROC - 0.5) / (AUROC_all - 0.5)); EliCal vs Cal-Only on MMLU at that k and with all
+    parts above chance, (AUROC - 0.5) / (AUROC_all - 0.5)), with Eli-Only's ratios beside them; the paired AUROC
+    differences at that k ("paired_auroc": mean, interval, distinguishable); EliCal vs Cal-Only on MMLU at that k and with all
     labels; and, from ``elicitation`` (:func:`summarize` of the elicitation curve), Eli-Only / Consis-Sem AUROC
     at the largest pool."""
     k1 = one_percent_k(ks, n_pool)
@@ -158,6 +206,14 @@ def headline(summary: dict, n_pool: int, ks, elicitation: dict | None = None) ->
         a, b = auc(f"EliCal({k1})", g), auc(f"Cal-Only({n_pool})", g)
         out[f"elical_over_cal_all_{g}"] = _ratio(a, b)
         out[f"elical_over_cal_all_above_chance_{g}"] = _ratio(a - 0.5, b - 0.5)
+        if "Eli-Only" in meth:  # stage 1 alone, zero labels: what stage 2 is to be credited beyond
+            e = auc("Eli-Only", g)
+            out[f"eli_only_over_cal_all_{g}"] = _ratio(e, b)
+            out[f"eli_only_over_cal_all_above_chance_{g}"] = _ratio(e - 0.5, b - 0.5)
+    paired = summary.get("paired", {})
+    out["paired_auroc"] = {name: {g: {key: stats["auroc"][key] for key in ("mean", "ci", "distinguishable")}
+                                  for g, stats in p["groups"].items() if "auroc" in stats}
+                           for name, p in paired.items() if p["k"] == k1}
     if "unseen" in summary["groups"] and f"EliCal({k1})" in meth:
         out["mmlu"] = {name: _mean_std(auc(name, "unseen"))
                        for name in (f"EliCal({k1})", f"Cal-Only({k1})", f"EliCal({n_pool})", f"Cal-Only({n_pool})",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from elical.study.summary import method_family
 
 __all__ = ["COLUMNS", "format_study", "format_group_table", "format_dataset_table", "format_elicitation",
-           "format_headline", "format_label_free", "format_layer_table"]
+           "format_headline", "format_label_free", "format_layer_table", "format_paired"]
 
 #: Columns of the paper's layout, then the calibrated rivals we add.
 COLUMNS = ("N-Prob", "Consis-Sem", "Eli-Only", "Cal-Only", "EliCal", "Eli-Only+Platt", "Eli-Only+Isotonic",
@@ -131,6 +131,45 @@ def format_layer_table(summary: dict, k: int, tags, primary: str, metric: str = 
     return "\n".join(lines)
 
 
+def _diff_cell(stats: dict | None) -> str:
+    if not stats or not _ok(stats.get("mean")):
+        return "–"
+    text = f"{stats['mean']:+.3f}"
+    if stats.get("std"):
+        text += f" ± {stats['std']:.3f}"
+    if stats.get("ci") and _ok(stats["ci"][0]):
+        text += f" [{stats['ci'][0]:+.3f}, {stats['ci'][1]:+.3f}]"
+    return text + (" *" if stats.get("distinguishable") else "")
+
+
+def format_paired(summary: dict, group: str, metric: str, n_pool: int) -> str:
+    """Paired differences per k: EliCal(k) - Cal-Only(k) and EliCal(k) - Eli-Only; cells: mean over seeds of the
+    per-seed difference ± the seeds' std [95 % paired bootstrap interval over questions]; * = the interval excludes
+    0."""
+    paired = summary.get("paired", {})
+    lines = [f"| k (labels) | EliCal(k) − Cal-Only(k) | EliCal(k) − Eli-Only |", "|---|---|---|"]
+    for k in _ks(summary["methods"]):
+        cells = [_diff_cell(paired.get(f"EliCal({k}) - {b}", {}).get("groups", {}).get(group, {}).get(metric))
+                 for b in (f"Cal-Only({k})", "Eli-Only")]
+        if cells == ["–", "–"]:
+            continue
+        label = f"{k} (all)" if k == n_pool else f"{k} ({k / n_pool:.1%})"
+        lines.append(f"| {label} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def _distinguishable(h: dict) -> str:
+    """The headline's sentence on which paired AUROC differences at its k are distinguishable from zero."""
+    parts = []
+    for name, groups in h.get("paired_auroc", {}).items():
+        for g, st in groups.items():
+            if g in ("in_domain", "out_of_domain", "unseen") and _ok(st.get("mean")):
+                verdict = ("distinguishable from zero" if st["distinguishable"] else "not distinguishable from zero")
+                parts.append(f"{name} {_TITLES[g]} {st['mean']:+.3f} [{st['ci'][0]:+.3f}, {st['ci'][1]:+.3f}]: "
+                             f"{verdict}")
+    return ("- paired AUROC differences (95 % paired bootstrap over questions): " + "; ".join(parts)) if parts else ""
+
+
 def _pm(stats: dict, pct: bool = True) -> str:
     if not _ok(stats.get("mean")):
         return "undefined"
@@ -145,8 +184,14 @@ def format_headline(h: dict) -> str:
     lines = [f"- label budget k = {k} ({h['label_fraction']:.2%} of the {h['n_pool']:,}-question pool)"]
     for g in ("in_domain", "out_of_domain"):
         if f"elical_over_cal_all_{g}" in h:
-            lines.append(f"- {_TITLES[g]}: EliCal({k}) / Cal-Only(all) AUROC = {_pm(h[f'elical_over_cal_all_{g}'])}"
-                         f" (above chance: {_pm(h[f'elical_over_cal_all_above_chance_{g}'])})")
+            line = (f"- {_TITLES[g]}: EliCal({k}) / Cal-Only(all) AUROC = {_pm(h[f'elical_over_cal_all_{g}'])}"
+                    f" (above chance: {_pm(h[f'elical_over_cal_all_above_chance_{g}'])})")
+            if f"eli_only_over_cal_all_{g}" in h:
+                line += (f"; Eli-Only (no labels) / Cal-Only(all) = {_pm(h[f'eli_only_over_cal_all_{g}'])}"
+                         f" (above chance: {_pm(h[f'eli_only_over_cal_all_above_chance_{g}'])})")
+            lines.append(line)
+    if _distinguishable(h):
+        lines.append(_distinguishable(h))
     if "mmlu" in h:
         parts = ", ".join(f"{name} {_cell(s)}" for name, s in h["mmlu"].items())
         lines.append(f"- MMLU AUROC: {parts}")
@@ -173,6 +218,11 @@ def format_study(study: dict, metrics=None) -> str:
             for metric in metrics:
                 out += [f"### {_TITLES.get(group, group)}: {_metric_title(metric)}", "",
                         format_group_table(res["summary"], group, metric, s["pool"]), ""]
+            if res["summary"].get("paired"):
+                out += [f"### {_TITLES.get(group, group)}: paired AUROC differences", "",
+                        format_paired(res["summary"], group, "auroc", s["pool"]), "",
+                        "Mean of the per-seed differences ± the seeds' std [95 % paired bootstrap interval over "
+                        "questions]; * = the interval excludes 0.", ""]
         out += ["### Every method without labels", "", format_label_free(res["summary"]), ""]
         k1 = res["headline"]["k"]
         tags = study.get("feature_tags") or []
