@@ -11,6 +11,9 @@ skips the lines already there (resumable), then the table of mean ± seeds' std 
 difference from Eli-Only (mean over seeds of the paired difference) and the seeds where it is below Eli-Only's.
 
     python benchmarks/stage2_rules.py RUN_DIR --seeds 10 --k 4,8,16,32,64,128,all --out stage2_rules.jsonl
+
+Two processes on two cores: add ``--only-seeds 0,2,4,6,8`` to one and ``--only-seeds 1,3,5,7,9`` to the other (same
+``--out``), then run once more without it to print the table.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ def _parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--only-seeds", default=None,
+                    help="comma-separated subset of range(--seeds) to fit in this process (several processes may "
+                         "append to the same --out); the table covers every seed in --out")
     ap.add_argument("--k", default="4,8,16,32,64,128,all")
     ap.add_argument("--rules", default=None, help="comma-separated rules (default: all of STAGE2_RULES)")
     ap.add_argument("--held-out", type=float, default=0.3)
@@ -85,7 +91,8 @@ def main(argv=None) -> int:
     print(f"Eli-Only fitted in {time.time() - t0:.1f} s ({eli.n_epochs_} epochs)", flush=True)
     ks = args.k.split(",")
     with args.out.open("a") as out:
-        for seed in range(args.seeds):
+        mine = [int(x) for x in args.only_seeds.split(",")] if args.only_seeds else range(args.seeds)
+        for seed in mine:
             perm = np.random.default_rng([seed, 0x53543232]).permutation(n)
             n_score = int(round(args.held_out * n))
             score, labelable = perm[:n_score], perm[n_score:]

@@ -169,14 +169,14 @@ def test_fit_elical_starts_from_eli_weights_without_mutating_it(pool):
 
     rng = np.random.default_rng(11)
     X_k, y_k = X[800:850], rng.binomial(1, p[800:850]).astype(float)
-    zero = fit_elical(eli, X_k, y_k, max_epochs=0)
+    zero = fit_elical(eli, X_k, y_k, max_epochs=0, rule="full")
     assert np.array_equal(zero.predict(X), eli_pred)
-    tiny = fit_elical(eli, X_k, y_k, learning_rate=1e-10, weight_decay=0.0)
+    tiny = fit_elical(eli, X_k, y_k, learning_rate=1e-10, weight_decay=0.0, rule="full")
     np.testing.assert_allclose(tiny.predict(X), eli_pred, atol=1e-6)
     # Stage 2 keeps stage 1's pool standardisation, not the k questions'.
     assert np.array_equal(tiny.mean_, eli_mean)
 
-    cal = fit_elical(eli, X_k, y_k, learning_rate=1e-2, validation_fraction=0.0)
+    cal = fit_elical(eli, X_k, y_k, learning_rate=1e-2, validation_fraction=0.0, rule="full")
     assert cal is not eli and cal.module_ is not eli.module_
     assert not np.array_equal(cal.predict(X), eli_pred)
     # eli_head is unchanged: weights, standardisation, parameters, predictions.
@@ -204,7 +204,7 @@ def test_fit_elical_validation_inside_k(pool):
 def test_fit_elical_below_ten_labels_uses_leave_one_out(pool):
     X, p, c_cons, _ = pool
     eli = fit_eli_only(X[:800], c_cons[:800], max_epochs=20)
-    cal = fit_elical(eli, X[800:805], np.array([1.0, 0.0, 1.0, 1.0, 0.0]))
+    cal = fit_elical(eli, X[800:805], np.array([1.0, 0.0, 1.0, 1.0, 0.0]), rule="full")
     assert len(cal.cv_best_epochs_) == 5  # one fold per labelled question
     assert cal.cv_epochs_ == int(np.argmin(cal.cv_curve_)) and cal.best_val_loss_ is None  # the mean curve's argmin
     # Each leave-one-out fold trains on 4 questions at batch size 1 (4 steps an epoch); the final fit on all 5 takes
@@ -242,7 +242,7 @@ def test_stage2_final_fit_uses_the_folds_schedule(pool):
     X, p, c_cons, _ = pool
     eli = fit_eli_only(X[:800], c_cons[:800], learning_rate=1e-2, random_state=1)
     y_k = np.random.default_rng(5).binomial(10, p[800:816]) / 10
-    cal = fit_elical(eli, X[800:816], y_k, random_state=2)
+    cal = fit_elical(eli, X[800:816], y_k, random_state=2, rule="full")
     assert cal.max_epochs == 200 and cal.warmup_steps_ == 140 and cal.cv_batch_size_ == 2
     assert cal.n_epochs_ < 200  # the CV stopped it early: the plan is not the number of epochs trained
 
@@ -276,7 +276,7 @@ def test_stage2_keeps_stage1_weights_when_they_are_already_optimal(pool):
     eli = fit_eli_only(X[:800], c_cons[:800], learning_rate=1e-2, random_state=1)
     for k in (6, 40):
         y_k = eli.predict(X[800:800 + k])
-        cal = fit_elical(eli, X[800:800 + k], y_k, random_state=2)
+        cal = fit_elical(eli, X[800:800 + k], y_k, random_state=2, rule="full")
         assert cal.cv_best_epochs_ == [0] * len(cal.cv_best_epochs_) and cal.n_epochs_ == 0
         np.testing.assert_allclose(cal.predict(X[:50]), eli.predict(X[:50]), rtol=1e-6)
 

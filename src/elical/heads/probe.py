@@ -236,16 +236,18 @@ class ProbeHead(BaseEstimator):
             X_val, y_val, X, y = X[val_idx], y[val_idx], X[train_idx], y[train_idx]
         net, mean, scale = self._start(X, init, generator, y)
         val = None if X_val is None else (_standardize(X_val, mean, scale), y_val)
-        batch_size = max_steps = None
+        batch_size = max_steps = fold_steps = None
         if epochs is not None:
             # The final fit follows the folds' schedule: their batch size, their warm-up (planned over max_epochs)
             # and as many steps as they took in the chosen epochs, so "e epochs" means what it meant in the folds.
-            batch_size, max_steps = self.cv_batch_size_, epochs * self.cv_steps_per_epoch_
+            batch_size, fold_steps = self.cv_batch_size_, self.cv_steps_per_epoch_
+            max_steps = epochs * fold_steps
         else:
             epochs = self.max_epochs if val is not None else min(self.max_epochs, self.epochs_without_validation)
         plan = self.max_epochs if self.validation == "cv" and val is None else epochs
         history, best_epoch = self._train(net, _standardize(X, mean, scale), y, val, epochs, generator, plan,
-                                          batch_size=batch_size, max_steps=max_steps, anchor=self._anchor(init))
+                                          batch_size=batch_size, max_steps=max_steps, anchor=self._anchor(init),
+                                          steps_per_epoch=fold_steps)
         self.module_, self.mean_, self.scale_, self.n_features_in_ = net.eval(), mean, scale, X.shape[1]
         self.history_, self.n_epochs_, self.best_epoch_ = history, history[-1][0], best_epoch
         self.best_val_loss_ = None if val is None else history[best_epoch][2]
@@ -312,16 +314,19 @@ class ProbeHead(BaseEstimator):
         self.cv_steps_per_epoch_ = math.ceil(fold_n / self.cv_batch_size_)
         return epochs
 
-    def _epochs(self, net, Xs, y, generator, plan_epochs, batch_size=None, max_steps=None, anchor=None):
+    def _epochs(self, net, Xs, y, generator, plan_epochs, batch_size=None, max_steps=None, anchor=None,
+                steps_per_epoch=None):
         """Generator of training epochs: yields None first (epoch 0, nothing trained), then after each full shuffled
         pass the mean batch MSE of that pass. AdamW with linear warm-up over ``warmup_ratio * plan_epochs``
-        epochs; returns once ``max_steps`` optimiser steps are taken (after yielding the partial epoch)."""
+        epochs of ``steps_per_epoch`` steps (default: this data's); returns once ``max_steps`` optimiser steps are
+        taken (after yielding the partial epoch)."""
         n_train = Xs.shape[0]
         # At least ~8 steps per epoch: a small pool in one or two batches barely moves per epoch and early
         # stopping then ends training long before convergence.
         if batch_size is None:
             batch_size = max(1, min(self.batch_size, math.ceil(n_train / 8)))
-        warmup_steps = math.ceil(self.warmup_ratio * plan_epochs * math.ceil(n_train / batch_size))
+        steps_per_epoch = steps_per_epoch or math.ceil(n_train / batch_size)
+        warmup_steps = math.ceil(self.warmup_ratio * plan_epochs * steps_per_epoch)
         self.warmup_steps_ = warmup_steps
         optimizer = torch.optim.AdamW(net.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -351,7 +356,7 @@ class ProbeHead(BaseEstimator):
         self.n_steps_ = step
 
     def _train(self, net, Xs, y, val, epochs, generator, plan_epochs, *, batch_size=None, max_steps=None,
-               anchor=None) -> tuple[list, int]:
+               anchor=None, steps_per_epoch=None) -> tuple[list, int]:
         """Trains at most ``epochs`` epochs (and ``max_steps`` steps) with early stopping on ``val``; leaves the kept
         weights in ``net``. Returns (history, best epoch)."""
         def mse(X_np, y_np):
@@ -359,7 +364,7 @@ class ProbeHead(BaseEstimator):
                 pred = _predict_tensor(net, X_np)
                 return float(torch.nn.functional.mse_loss(pred, torch.from_numpy(y_np)))
 
-        steps = self._epochs(net, Xs, y, generator, plan_epochs, batch_size, max_steps, anchor)
+        steps = self._epochs(net, Xs, y, generator, plan_epochs, batch_size, max_steps, anchor, steps_per_epoch)
         next(steps)
         val_loss = None if val is None else mse(*val)
         history = [(0, mse(Xs, y), val_loss)]

@@ -64,8 +64,8 @@ def fit_elical(eli_head: ProbeHead, X_k, y_k, *, random_state=0, rule: str | Non
     if not isinstance(eli_head, ProbeHead):
         raise ValueError(f"eli_head must be a fitted ProbeHead, got {type(eli_head).__name__}")
     params = {**eli_head.get_params(), "validation": "cv", **head_params, "random_state": random_state}
-    if rule is None:
-        rule = DEFAULT_STAGE2_RULE
+    if rule is None:  # validation="holdout" asks for the full stage 2 with a held-out part
+        rule = "full" if params["validation"] == "holdout" else DEFAULT_STAGE2_RULE
     if rule == "full" and params["validation"] == "holdout":
         return ProbeHead(**params).fit(X_k, y_k, init=eli_head)
     return fit_stage2(eli_head, X_k, y_k, rule, params)
