@@ -221,3 +221,28 @@ def test_paired_differences_by_hand_and_against_an_independent_bootstrap():
         diffs.append(np.mean(d))
     assert p_cal["ci"] == pytest.approx(list(np.quantile(diffs, [0.025, 0.975])), abs=1e-9)
     assert p_cal["distinguishable"] is (p_cal["ci"][0] > 0)
+
+
+def test_paired_table_and_headline_name_eli_only_and_distinguishable_differences():
+    from elical.study.summary import headline
+    from elical.study.tables import format_headline, format_paired
+
+    rng = np.random.default_rng(4)
+    y = rng.binomial(1, 0.3, 400)
+    test = [{"dataset": "nq", "greedy_correctness": int(v)} for v in y]
+    good = y + rng.normal(0, 0.6, 400)  # a ranking that carries y
+    squash = 1 / (1 + np.exp(-good))
+    methods = {"Eli-Only": np.stack([squash, squash]), "EliCal(4)": np.stack([squash, squash]),
+               "Cal-Only(4)": rng.random((2, 400)), "Cal-Only(40)": np.stack([squash, squash])}
+    summary = summarize(test, methods, n_resamples=200)
+    table = format_paired(summary, "in_domain", "auroc", 40)
+    row = [line for line in table.splitlines() if line.startswith("| 4 ")][0]
+    # EliCal(4) - Cal-Only(4) is large and its interval excludes 0 (*); EliCal(4) - Eli-Only is exactly 0 (no *).
+    cal_cell, eli_cell = row.split(" | ")[1:3]
+    assert cal_cell.endswith("*") and float(cal_cell.split()[0]) > 0.2
+    assert eli_cell.startswith("+0.000") and not eli_cell.endswith("*")
+    h = headline(summary, 40, [4, 40])
+    text = format_headline(h)
+    assert "Eli-Only (no labels) / Cal-Only(all) = 100.0 %" in text
+    assert "EliCal(4) - Cal-Only(4) in-domain" in text and ": distinguishable from zero" in text
+    assert "EliCal(4) - Eli-Only in-domain +0.000 [+0.000, +0.000]: not distinguishable from zero" in text
