@@ -188,7 +188,7 @@ def test_cal_only_and_stage2_cross_validate_inside_k_like_the_probe_heads(stage1
     k_prompts, y_k = prompts[:3] + prompts[10:13], np.array([1.0, 0.8, 0.6, 0.0, 0.2, 0.4])
     n_params = len(list(model.parameters()))
     cal = fit_lora_cal_only(model, tok, k_prompts, y_k, config=LoRAConfig(max_epochs=2, **FAST))
-    elical = fit_lora_elical(eli, k_prompts, y_k, max_epochs=2)
+    elical = fit_lora_elical(eli, k_prompts, y_k, max_epochs=2, rule="full")
     for head in (cal, elical):
         assert len(head.cv_best_epochs_) == 6 and head.best_val_loss_ is None
         assert head.n_epochs_ == head.cv_epochs_ == int(np.argmin(head.cv_curve_)) and 0 <= head.n_epochs_ <= 2
@@ -205,6 +205,24 @@ def test_stage2_takes_no_step_on_one_valued_labels(stage1, data):
     assert elical.n_epochs_ == 0
     np.testing.assert_allclose(elical.predict(test), eli.predict(test), atol=1e-6)
     elical.release()
+
+
+def test_stage2_affine_rule_keeps_the_lora_ranking(stage1, data):
+    # The default LoRA stage 2 rescales the stage-1 logit: sigmoid(a z + b) with a >= 0, the same (a, b) the probe
+    # heads' affine rule fits (elical.heads.stage2.affine_parameters) on the stage-1 logit of the k prompts.
+    from elical.heads.stage2 import affine_parameters
+
+    eli = stage1[0]
+    prompts, _, test, _ = data
+    k_prompts, y_k = prompts[:3] + prompts[10:13], np.array([1.0, 0.8, 0.6, 0.0, 0.2, 0.4])
+    head = fit_lora_elical(eli, k_prompts, y_k)
+    q = eli.predict(k_prompts)
+    a, b = affine_parameters(np.log(q / (1 - q)), y_k)
+    assert head.stage2_ == {"rule": "affine", "slope": a, "intercept": b} and a > 0
+    q_test = eli.predict(test)
+    np.testing.assert_allclose(head.predict(test), 1 / (1 + np.exp(-(a * np.log(q_test / (1 - q_test)) + b))),
+                               atol=1e-5)
+    head.release()
 
 
 def test_bad_input_is_refused_before_any_training(smollm2, data):

@@ -32,11 +32,15 @@ from elical.estimators.calibration import PlattCalibrator
 from elical.heads.cv import cv_splits, question_weights
 from elical.heads.probe import ProbeHead
 
-__all__ = ["STAGE2_RULES", "DEFAULT_STAGE2_RULE", "L2SP_GRID", "fit_stage2", "affine_stage2", "keep_stage1"]
+__all__ = ["STAGE2_RULES", "DEFAULT_STAGE2_RULE", "LORA_STAGE2_RULES", "L2SP_GRID", "fit_stage2", "affine_stage2",
+           "affine_parameters", "keep_stage1"]
 
 STAGE2_RULES = ("full", "one_se", "l2sp", "paper", "affine", "affine+full")
 #: The default of :func:`elical.heads.stages.fit_elical`, chosen by benchmarks/stage2_rules.py (docs/study.md).
 DEFAULT_STAGE2_RULE = "affine+full"
+#: Rules of the LoRA head's stage 2 (:func:`elical.heads.stages.fit_lora_elical`): the affine map of its logit, or
+#: the full stage 2 (adapter and head) with epochs from the mean CV curve.
+LORA_STAGE2_RULES = ("full", "affine")
 #: L2-SP strengths tried by cross-validation (the penalty is added to a batch-mean MSE).
 L2SP_GRID = (0.01, 0.1, 1.0)
 
@@ -56,8 +60,10 @@ def _intercept_only(z: np.ndarray, t: np.ndarray) -> float:
     return float(brentq(lambda b: np.sum(1.0 / (1.0 + np.exp(-(z + b)))) - target, -60.0, 60.0))
 
 
-def _affine_params(z: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(a, b) of the affine map on the stage-1 logit: monotone Platt; a = 1 with b alone when the slope is <= 0."""
+def affine_parameters(z: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(a, b) of the affine map sigmoid(a z + b) on the stage-1 logit ``z`` (ndarray of shape (k,)) for targets
+    ``y`` (shape (k,), in [0, 1], two values at least): monotone Platt scaling; a = 1 with b alone when the slope
+    would be <= 0. Shared by the probe and the LoRA heads."""
     cal = PlattCalibrator().fit(z, y)
     if cal.constant_ is None and cal.coef_ > 0:
         return cal.coef_, cal.intercept_
@@ -81,7 +87,7 @@ def affine_stage2(eli_head: ProbeHead, X_k, y_k) -> ProbeHead:
     X_k : ndarray of shape (k, n_features); y_k : ndarray of shape (k,) in [0, 1], two values at least. Returns a
     new :class:`ProbeHead` (its last layer scaled by a and shifted by b; ``stage2_`` holds a and b)."""
     y = np.asarray(y_k, dtype=np.float64)
-    a, b = _affine_params(_stage1_logit(eli_head, X_k), y)
+    a, b = affine_parameters(_stage1_logit(eli_head, X_k), y)
     head = keep_stage1(eli_head, "")
     with torch.no_grad():
         last = head.module_[-1]
@@ -98,7 +104,7 @@ def _affine_cv_loss(eli_head, X_k, y, splits, weights) -> np.ndarray:
         if y[tr].min() == y[tr].max():
             p[va] = 1.0 / (1.0 + np.exp(-z[va]))  # no step on one-class folds, as on one-class k
             continue
-        a, b = _affine_params(z[tr], y[tr])
+        a, b = affine_parameters(z[tr], y[tr])
         p[va] = 1.0 / (1.0 + np.exp(-(a * z[va] + b)))
     return weights * (p - y) ** 2
 

@@ -91,28 +91,50 @@ def fit_lora_eli_only(model, tokenizer, prompts, self_consistency, *, config: Lo
     return LoRAHead(model, tokenizer, config, base_model=base_model).fit(prompts, self_consistency)
 
 
-def fit_lora_elical(eli_head: LoRAHead, prompts_k, y_k, *, config: LoRAConfig | None = None,
+def fit_lora_elical(eli_head: LoRAHead, prompts_k, y_k, *, config: LoRAConfig | None = None, rule: str | None = None,
                     **overrides) -> LoRAHead:
-    """EliCal stage 2 (calibration): continue from the stage-1 adapter and head on the k labelled questions.
+    """EliCal stage 2 (calibration): from the stage-1 adapter and head on the k labelled questions.
 
     ``prompts_k``: k prompts; ``y_k``: shape (k,), in [0, 1] (sample accuracy ``c_acc``, or greedy correctness).
-    The config defaults to ``eli_head.config`` with ``overrides`` (e.g. ``freeze_lora=True`` to train the head
-    only, ``max_epochs``); rank, alpha and target modules stay stage 1's. Validation as the probe heads' stage 2:
-    cross-validation inside the k questions (``validation="cv"``, leave-one-out below
-    :data:`elical.heads.validation.MIN_SAMPLES_FOR_VALIDATION`) picks the epochs, 0 keeping the stage-1 weights,
-    then all k train; ``validation="holdout"`` in ``overrides`` holds out a part instead. Labels of one value: no
-    stage-2 step (the stage-1 weights, copied). ``eli_head`` is not modified. The affine rule of the probe heads'
-    default (:mod:`elical.heads.stage2`) is not implemented for the LoRA head yet.
+    ``rule`` (:data:`elical.heads.stage2.LORA_STAGE2_RULES`): ``"affine"`` (default) keeps the stage-1 adapter and
+    head and fits only sigmoid(a z + b) on the stage-1 logit z with a >= 0 (Eli-Only's ranking kept, as the probe
+    heads' default at small k; :func:`elical.heads.stage2.affine_parameters`); ``"full"`` continues training: the
+    config defaults to ``eli_head.config`` with ``overrides`` (e.g. ``freeze_lora=True`` to train the head only,
+    ``max_epochs``; rank, alpha and target modules stay stage 1's), cross-validation inside the k questions
+    (``validation="cv"``, leave-one-out below :data:`elical.heads.validation.MIN_SAMPLES_FOR_VALIDATION`) picks the
+    epochs from the mean CV curve, 0 keeping the stage-1 weights, then all k train; ``validation="holdout"`` in
+    ``overrides`` holds out a part instead (and means ``"full"``). Labels of one value: no stage-2 step (the
+    stage-1 weights, copied). ``eli_head`` is not modified. The probe heads' switch from the affine map to the full
+    stage 2 (``"affine+full"``) is not implemented for the LoRA head.
     """
+    import torch
+
+    from elical.heads.stage2 import LORA_STAGE2_RULES, affine_parameters
+
     if not isinstance(eli_head, LoRAHead):
         raise ValueError(f"eli_head must be a fitted LoRAHead, got {type(eli_head).__name__}")
+    if rule is None:
+        rule = "full" if overrides.get("validation") == "holdout" else "affine"
+    if rule not in LORA_STAGE2_RULES:
+        raise ValueError(f"rule must be one of {LORA_STAGE2_RULES}, got {rule!r}")
     y = np.asarray(y_k, dtype=np.float64)
-    if y.ndim == 1 and y.size and y.min() == y.max():
-        # One label value: nothing to calibrate against; no stage-2 step (the stage-1 adapter and head, copied).
+    one_value = y.ndim == 1 and y.size > 0 and y.min() == y.max()
+    if one_value or rule == "affine":
+        # No training step: the stage-1 adapter and head, copied (then, for "affine", rescaled).
         overrides = {**overrides, "max_epochs": 0, "validation": "holdout", "validation_fraction": 0.0}
     cfg = replace(config if config is not None else eli_head.config, **{"validation": "cv", **overrides})
+    affine = None
+    if rule == "affine" and not one_value:
+        q = np.clip(eli_head.predict(prompts_k), 1e-7, 1 - 1e-7)
+        affine = affine_parameters(np.log(q / (1 - q)), y)
     head = LoRAHead(eli_head.model, eli_head.tokenizer, cfg, base_model=eli_head.base_model)
-    return head.fit(prompts_k, y_k, init=eli_head)
+    head = head.fit(prompts_k, y_k, init=eli_head)
+    if affine is not None:
+        with torch.no_grad():
+            head.head_.weight.mul_(affine[0])
+            head.head_.bias.mul_(affine[0]).add_(affine[1])
+        head.stage2_ = {"rule": "affine", "slope": affine[0], "intercept": affine[1]}
+    return head
 
 
 def fit_lora_cal_only(model, tokenizer, prompts_k, y_k, *, config: LoRAConfig | None = None,
