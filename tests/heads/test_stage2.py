@@ -6,7 +6,7 @@ from scipy.optimize import minimize
 from scipy.stats import spearmanr
 
 from elical.heads.probe import ProbeHead
-from elical.heads.stage2 import DEFAULT_STAGE2_RULE, STAGE2_RULES, affine_stage2
+from elical.heads.stage2 import DEFAULT_STAGE2_RULE, MAX_SLOPE, STAGE2_RULES, affine_parameters, affine_stage2
 from elical.heads.stages import fit_eli_only, fit_elical
 
 
@@ -88,3 +88,18 @@ def test_unknown_rule(stage1):
     X, _, eli = stage1
     with pytest.raises(ValueError, match="rule must be one of"):
         fit_elical(eli, X[500:510], np.r_[np.ones(2), np.zeros(8)], rule="median")
+
+
+def test_affine_slope_is_capped_so_confidences_do_not_saturate(stage1):
+    # The real-pool case: 4 labels, 0.2 on the top-scored question and 0 elsewhere; the free fit drives the slope
+    # far above MAX_SLOPE (~80 on the pool). Capped, b solves sum s(MAX_SLOPE z + b) = sum y and no two held-out
+    # questions tie (a saturated float32 sigmoid tied half of them).
+    X, _, eli = stage1
+    idx = np.arange(500, 504)
+    z = _logit(eli, X[idx])
+    y = np.where(z == z.max(), 0.2, 0.0)
+    assert affine_parameters(z, y)[0] == MAX_SLOPE == 4.0
+    a, b = affine_parameters(z, y)
+    assert np.sum(_sigmoid(a * z + b)) == pytest.approx(0.2, rel=1e-6)
+    pred = affine_stage2(eli, X[idx], y).predict(X[500:])
+    assert np.unique(pred).size == np.unique(eli.predict(X[500:])).size

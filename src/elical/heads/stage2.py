@@ -11,8 +11,8 @@ head's weights then mostly removes the stage-1 ranking. The rules here (``rule=`
   :data:`L2SP_GRID` (Li et al., 2018).
 - ``"paper"``: the paper's settings for stage 2: learning rate 5e-5, a few (10) epochs, no early stopping.
 - ``"affine"``: only an intercept b and a slope a >= 0 on the stage-1 logit z: confidence = sigmoid(a z + b), fitted
-  by (monotone) Platt scaling on the k labels (:class:`elical.estimators.calibration.PlattCalibrator`); when the
-  slope would be <= 0, a = 1 and only b is fitted. Eli-Only's ranking is kept exactly; its level is fixed.
+  by (monotone) Platt scaling on the k labels (:class:`elical.estimators.calibration.PlattCalibrator`) with
+  0 < a <= :data:`MAX_SLOPE`; when the slope would be <= 0, a = 1 and only b is fitted. Eli-Only's ranking is kept exactly; its level is fixed.
 - ``"affine+full"``: ``"affine"``, switching to ``"one_se"``'s full stage 2 when the labels support it: both are
   cross-validated on the same folds and the full stage 2 is taken only when its class-balanced CV loss is lower
   than the affine map's by more than the difference's standard error.
@@ -41,6 +41,10 @@ DEFAULT_STAGE2_RULE = "affine+full"
 #: Rules of the LoRA head's stage 2 (:func:`elical.heads.stages.fit_lora_elical`): the affine map of its logit, or
 #: the full stage 2 (adapter and head) with epochs from the mean CV curve.
 LORA_STAGE2_RULES = ("full", "affine")
+#: Largest slope of the affine rule: with 4-16 labels nearly separable soft targets (one 0.2 on the top-scored
+#: question, zeros elsewhere) drive the slope to ~80, which saturates float32 confidences to exactly 0 or 1 and ties
+#: half the questions; the stage-1 logit is already on the self-consistency scale, so a few units suffice.
+MAX_SLOPE = 4.0
 #: L2-SP strengths tried by cross-validation (the penalty is added to a batch-mean MSE).
 L2SP_GRID = (0.01, 0.1, 1.0)
 
@@ -62,15 +66,19 @@ def _intercept_only(z: np.ndarray, t: np.ndarray) -> float:
 
 def affine_parameters(z: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """(a, b) of the affine map sigmoid(a z + b) on the stage-1 logit ``z`` (ndarray of shape (k,)) for targets
-    ``y`` (shape (k,), in [0, 1], two values at least): monotone Platt scaling; a = 1 with b alone when the slope
-    would be <= 0. Shared by the probe and the LoRA heads."""
+    ``y`` (shape (k,), in [0, 1], two values at least): monotone Platt scaling with the slope in (0, MAX_SLOPE];
+    a = 1 with b alone when the slope would be <= 0, a = MAX_SLOPE with b refitted when it would be larger.
+    Shared by the probe and the LoRA heads."""
     cal = PlattCalibrator().fit(z, y)
-    if cal.constant_ is None and cal.coef_ > 0:
+    if cal.constant_ is None and 0 < cal.coef_ <= MAX_SLOPE:
         return cal.coef_, cal.intercept_
+    # The likelihood is concave in (a, b): with the slope outside (0, MAX_SLOPE] the constrained optimum lies on
+    # the boundary; a <= 0 keeps the stage-1 slope (a = 1) rather than a constant, a > MAX_SLOPE is cut there.
+    a = MAX_SLOPE if cal.constant_ is None and cal.coef_ > MAX_SLOPE else 1.0
     binary = bool(np.isin(y, (0.0, 1.0)).all())
     n_pos = int(y.sum()) if binary else 0
     t = np.where(y == 1, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (y.shape[0] - n_pos + 2.0)) if binary else y
-    return 1.0, _intercept_only(z, t)
+    return a, _intercept_only(a * z, t)
 
 
 def keep_stage1(eli_head: ProbeHead, reason: str) -> ProbeHead:
