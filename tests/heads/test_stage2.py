@@ -45,7 +45,7 @@ def test_default_rule_keeps_the_ranking_at_small_k(stage1):
     y = np.zeros(16)
     y[5] = 0.6
     head = fit_elical(eli, X[500:516], y, random_state=0)
-    assert DEFAULT_STAGE2_RULE == "affine+full" and head.stage2_["rule"] == "affine"
+    assert DEFAULT_STAGE2_RULE == "affine<512" and head.stage2_["rule"] == "affine"
     assert spearmanr(head.predict(X[600:]), eli.predict(X[600:])).statistic == pytest.approx(1.0)
 
 

@@ -36,9 +36,9 @@ def fit_elical(eli_head: ProbeHead, X_k, y_k, *, random_state=0, rule: str | Non
 
     Returns a new head that starts from a copy of ``eli_head``'s weights and standardisation; ``eli_head`` is not
     modified. ``rule`` (:data:`elical.heads.stage2.STAGE2_RULES`, default
-    :data:`elical.heads.stage2.DEFAULT_STAGE2_RULE`) says how the k labels move it: an affine map of the stage-1
-    logit with a non-negative slope (Eli-Only's ranking kept), switching to the full stage 2 when cross-validation
-    inside the k shows the labels support it, or the full stage 2 under one of several early-stopping rules
+    :data:`elical.heads.stage2.DEFAULT_STAGE2_RULE`) says how the k labels move it: by default an affine map of the
+    stage-1 logit with a non-negative slope (Eli-Only's ranking kept) below 512 labels and the full stage 2 from
+    there on; or the full stage 2 under one of several early-stopping rules
     (:mod:`elical.heads.stage2`). Labels of one value: no step, EliCal(k) is Eli-Only. Hyper-parameters of the full
     stage 2 default to ``eli_head``'s, overridden by ``head_params`` (``kind`` and ``hidden_size`` must stay the
     same). Only the k questions are used: k-fold cross-validation inside the k (leave-one-out for
