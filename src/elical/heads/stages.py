@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
+import numpy as np
+
 from elical.heads.lora import LoRAHead
 from elical.heads.lora_config import LoRAConfig
 from elical.heads.probe import ProbeHead
