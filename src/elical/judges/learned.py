@@ -126,7 +126,7 @@ class _Learned:
 
 
 class LearnedEquivalenceJudge(_Learned, PairJudge):
-    """Equivalence of two answers to one question by the shipped classifier ("learned"; the default is still "span", docs/benchmarks.md).
+    """Equivalence of two answers to one question by the shipped classifier ("learned"; not the default).
 
     Parameters: model_path (MiniLM directory, default the packaged all-MiniLM-L6-v2), weights (a JSON file, default
     the shipped `WEIGHTS_PATH`), threshold (probability cut, default the shipped one, 0.5), device, batch_size.
@@ -160,7 +160,7 @@ class LearnedEquivalenceJudge(_Learned, PairJudge):
 
 
 class LearnedCorrectnessJudge(_Learned, CorrectnessBase):
-    """Correctness of an answer by the shipped classifier ("learned"; the default is still "span", docs/benchmarks.md). the highest probability over
+    """Correctness of an answer by the shipped classifier ("learned"; not the default): the highest probability over
     the gold aliases that are not empty after normalisation, against the threshold. Parameters as
     `LearnedEquivalenceJudge`."""
 
