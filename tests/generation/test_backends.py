@@ -1,5 +1,5 @@
 """The generation backends: the endpoint client against a real local OpenAI-compatible server (``python -m
-elical.generation.serve`` in a subprocess, and the same server in a thread for the no-log-probs and 503 cases), the factory,
+elical serve`` in a subprocess, and the same server in a thread for the no-log-probs and 503 cases), the factory,
 the top-k-first inverse-CDF sampler and the vLLM glue (vLLM itself needs a GPU; its documented output objects are stubbed)."""
 
 import importlib.util
@@ -24,10 +24,10 @@ QUESTIONS = ["What is the chemical symbol of gold?", "Who wrote Hamlet?"]
 
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory):
-    """``python -m elical.generation.serve`` on a free port, in its own process."""
+    """``python -m elical serve`` on a free port, in its own process."""
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     log = open(tmp_path_factory.mktemp("serve") / "server.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "elical.generation.serve", "--port", "0"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "elical", "serve", "--port", "0"], stdout=subprocess.PIPE,
                             stderr=log, text=True, env=env)
     line = []
     reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
@@ -44,12 +44,12 @@ def server_url(tmp_path_factory):
 
 
 def _thread_server(smollm2, **kw):
-    from elical.generation.serve import CompletionService, make_server
+    from elical.generation.serve import CompletionService
+    from elical.generation.server_app import make_app, start_in_thread
 
     model, tok = smollm2
-    server = make_server(CompletionService(model, tok, "smollm2", logprobs=kw.pop("logprobs", True)), port=0, **kw)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+    return start_in_thread(make_app(CompletionService(model, tok, "smollm2", logprobs=kw.pop("logprobs", True)),
+                                    **kw))
 
 
 def test_endpoint_matches_the_transformers_backend_and_seeds_fix_samples(server_url, smollm2):
@@ -89,15 +89,18 @@ def test_chat_endpoint_and_judge_completions(server_url):
     assert len(out) == 2 and all(isinstance(t, str) and t for t in out)
 
 
-def test_server_without_logprobs_gives_empty_logprob_lists(smollm2):
+def test_server_without_logprobs_is_an_error_unless_they_are_optional(smollm2):
     model, tok = smollm2
     server, url = _thread_server(smollm2, logprobs=False)
     try:
-        gen = OpenAIGenerator(url, "smollm2", tok, DecodingConfig(n_samples=2, max_new_tokens=8))
+        with pytest.raises(EndpointError, match=r"127\.0\.0\.1.*without log-probs"):
+            OpenAIGenerator(url, "smollm2", tok, DecodingConfig(n_samples=2, max_new_tokens=8)).generate(
+                [build_prompt(tok, QUESTIONS[0])], ["q"], seed=0)
+        gen = OpenAIGenerator(url, "smollm2", tok, DecodingConfig(n_samples=2, max_new_tokens=8),
+                              require_logprobs=False)
         (g,) = gen.generate([build_prompt(tok, QUESTIONS[0])], ["q"], seed=0)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.should_exit = True
     assert "Au" in g.greedy_response and len(g.sampling_response) == 2
     assert g.greedy_tokens == [] and g.greedy_logprobs == []
     assert g.sampling_cumulative_logprobs == [] and g.sampling_num_tokens == []
@@ -107,23 +110,21 @@ def test_transient_503_is_retried_and_persistent_failure_names_the_url(smollm2):
     prompt = build_prompt(smollm2[1], QUESTIONS[0])
     server, url = _thread_server(smollm2, fail_first=2)
     try:
-        gen = OpenAIGenerator(url, "smollm2", max_retries=3, backoff=0.05, max_concurrency=1)
+        gen = OpenAIGenerator(url, "smollm2", max_retries=3, max_concurrency=1)
         assert "Au" in gen.complete([prompt], max_tokens=8)[0]  # two 503s, then the answer
     finally:
-        server.shutdown()
-        server.server_close()
+        server.should_exit = True
     server, url = _thread_server(smollm2, fail_first=10)
     try:
-        gen = OpenAIGenerator(url, "smollm2", max_retries=1, backoff=0.05)
+        gen = OpenAIGenerator(url, "smollm2", max_retries=1)
         with pytest.raises(EndpointError, match=r"127\.0\.0\.1.*HTTP 503.*2 attempts"):
             gen.complete([prompt], max_tokens=3)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.should_exit = True
 
 
 def test_bad_request_is_not_retried(server_url):
-    gen = OpenAIGenerator(server_url, "smollm2-135m-instruct", max_retries=5, backoff=10.0)
+    gen = OpenAIGenerator(server_url, "smollm2-135m-instruct", max_retries=5)
     t = time.perf_counter()
     with pytest.raises(EndpointError, match=r"rejected the request: HTTP 400.*max_tokens"):
         gen.complete(["x"], max_tokens=0)
@@ -134,7 +135,7 @@ def test_server_down_fails_within_seconds_naming_the_url():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    gen = OpenAIGenerator(f"http://127.0.0.1:{port}/v1", "m", max_retries=2, backoff=0.1)
+    gen = OpenAIGenerator(f"http://127.0.0.1:{port}/v1", "m", max_retries=2)
     t = time.perf_counter()
     with pytest.raises(EndpointError, match=rf"127\.0\.0\.1:{port}/v1/completions: cannot connect.*server running"):
         gen.generate(["q"], ["k"])

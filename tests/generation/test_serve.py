@@ -68,7 +68,7 @@ def server(head_dir, expected, tmp_path_factory):
     threshold = (expected[low] + expected[high]) / 2
     log = open(tmp_path_factory.mktemp("serve") / "server.log", "w+")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "elical", "serve", "--port", "0", "--confidence-head",
+    proc = subprocess.Popen([sys.executable, "-m", "elical", "serve", "--port", "0", "--served-model-name", "m", "--confidence-head",
                              str(head_dir), "--abstain-below", str(threshold), "--abstention-text", ABSTAIN],
                             stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     line = proc.stdout.readline()
@@ -126,11 +126,9 @@ def test_abstaining_is_faster_than_answering(server):
 
 
 def _thread_server(service):
-    from elical.generation.serve import make_server
+    from elical.generation.server_app import make_app, start_in_thread
 
-    srv = make_server(service, port=0)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    return start_in_thread(make_app(service))
 
 
 def test_abstention_generates_nothing_and_no_head_means_no_elical_field(head_dir, smollm2, expected, monkeypatch):
@@ -139,9 +137,11 @@ def test_abstention_generates_nothing_and_no_head_means_no_elical_field(head_dir
     model, tok = smollm2
     cm = ConfidenceModel.load(head_dir, model=smollm2)
     srv, url = _thread_server(serve.CompletionService(model, tok, "m", confidence=cm, abstain_below=1.0))
-    real = serve._rows_generator
+    from elical.generation import batching
+
+    real = batching.rows_generator
     try:
-        monkeypatch.setattr(serve, "_rows_generator", lambda *a, **k: pytest.fail("an abstention generated"))
+        monkeypatch.setattr(batching, "rows_generator", lambda *a, **k: pytest.fail("an abstention generated"))
         reply, _ = _post(f"{url}/completions", {"prompt": NEW[:2], "n": 2, "logprobs": 1})
         assert [c["text"] for c in reply["choices"]] == [serve.ABSTENTION_TEXT] * 4
         assert [c["elical"]["confidence"] for c in reply["choices"]] == pytest.approx(
@@ -152,7 +152,7 @@ def test_abstention_generates_nothing_and_no_head_means_no_elical_field(head_dir
             with pytest.raises(urllib.error.HTTPError) as info:
                 _post(f"{url}/chat/completions", body)
             assert info.value.code == 400
-        monkeypatch.setattr(serve, "_rows_generator", real)
+        monkeypatch.setattr(batching, "rows_generator", real)
         # list content parts (OpenAI's newer message format) give the question too
         parts = {"role": "user", "content": [{"type": "text", "text": NEW[2]}]}
         reply, _ = _post(f"{url}/chat/completions", {"messages": [parts], "max_tokens": 4,
@@ -160,16 +160,14 @@ def test_abstention_generates_nothing_and_no_head_means_no_elical_field(head_dir
         assert reply["choices"][0]["elical"]["confidence"] == pytest.approx(expected[NEW[2]], abs=1e-6)
         assert reply["choices"][0]["elical"]["abstained"] is False
     finally:
-        srv.shutdown()
-        srv.server_close()
+        srv.should_exit = True
 
     srv, url = _thread_server(serve.CompletionService(model, tok, "m"))
     try:
         reply, _ = _chat(url, NEW[0], elical={"abstain_below": 1.0})
         assert "elical" not in reply["choices"][0] and reply["choices"][0]["message"]["content"].strip()
     finally:
-        srv.shutdown()
-        srv.server_close()
+        srv.should_exit = True
 
 
 def test_gate_returns_confidence_and_decision_per_question(head_dir, smollm2, expected):

@@ -17,7 +17,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, TypeVar
 
-__all__ = ["EndpointError", "OpenAIClient", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RETRIES", "DEFAULT_CONCURRENCY"]
+__all__ = ["EndpointError", "OpenAIClient", "CLIENT_ARGUMENTS", "client_options", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RETRIES",
+           "DEFAULT_CONCURRENCY"]
 
 DEFAULT_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_CONCURRENCY = 300.0, 4, 8
 
@@ -107,3 +108,30 @@ _COMMON = {"model", "max_tokens", "temperature", "top_p", "n", "seed", "stop", "
            "presence_penalty", "frequency_penalty", "logit_bias"}
 _COMPLETION_FIELDS = _COMMON | {"prompt", "echo", "best_of", "suffix"}
 _CHAT_FIELDS = _COMMON | {"messages", "top_logprobs", "response_format", "tools", "tool_choice"}
+
+
+#: The command-line options of the client (``elical run``, ``build``, ``judge``): flag -> argparse keywords.
+CLIENT_ARGUMENTS = (
+    ("--request-timeout", dict(type=float, metavar="S", help="openai backend and llm judge server: seconds per "
+                               f"request before it is retried (default {DEFAULT_TIMEOUT:g})")),
+    ("--max-retries", dict(type=int, metavar="R", help="openai backend and llm judge server: retries of a failed "
+                           f"request, with exponential back-off (default {DEFAULT_MAX_RETRIES})")),
+    ("--concurrency", dict(type=int, metavar="C", help="openai backend and llm judge server: requests in flight "
+                           f"(default {DEFAULT_CONCURRENCY})")),
+)
+
+
+def client_options(timeout=None, max_retries=None, concurrency=None) -> dict:
+    """``{"timeout", "max_retries", "concurrency"}`` for :class:`OpenAIClient` from the command line's values
+    (None: the default). Raises :class:`elical.records.InputError` (exit 2) naming the option for a bad value."""
+    from elical.records import InputError
+
+    if timeout is not None and not timeout > 0:
+        raise InputError("--request-timeout", None, "--request-timeout", f"expected seconds > 0, got {timeout!r}")
+    if max_retries is not None and max_retries < 0:
+        raise InputError("--max-retries", None, "--max-retries", f"expected an integer >= 0, got {max_retries!r}")
+    if concurrency is not None and concurrency < 1:
+        raise InputError("--concurrency", None, "--concurrency", f"expected an integer >= 1, got {concurrency!r}")
+    return {"timeout": DEFAULT_TIMEOUT if timeout is None else timeout,
+            "max_retries": DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
+            "concurrency": DEFAULT_CONCURRENCY if concurrency is None else concurrency}

@@ -36,14 +36,16 @@ class Annotator:
     @classmethod
     def default(cls, semantic_model: str | None = None, *, correctness: str | None = None,
                 equivalence: str | None = None, model=None, tokenizer=None, judge_model: str | None = None,
-                judge_base_url: str | None = None, judge_with_qa_model: bool = False) -> "Annotator":
+                judge_base_url: str | None = None, judge_with_qa_model: bool = False,
+                client: dict | None = None) -> "Annotator":
         """Judges by name (:data:`elical.judges.EQUIVALENCE_JUDGES` / ``CORRECTNESS_JUDGES``; defaults ``DEFAULT_CORRECTNESS`` "span-contains" and
         ``DEFAULT_EQUIVALENCE`` "span").
 
         ``semantic_model``: local model directory for the judges that take one ("embedding", "span": default the
         packaged all-MiniLM-L6-v2; "nli": required). The "llm" judges need their own judge: ``judge_model`` (a
         local model directory) or ``judge_base_url`` (an OpenAI-compatible server; ``judge_model`` is then the
-        model name sent). Only with ``judge_with_qa_model=True`` do they use the QA model itself
+        model name sent; ``client``: its ``timeout``, ``max_retries``, ``concurrency``,
+        :func:`elical.generation.openai_client.client_options`). Only with ``judge_with_qa_model=True`` do they use the QA model itself
         (``model``/``tokenizer``), with a warning, and ``describe()`` records ``judge_is_qa_model: true``.
         Raises :class:`elical.records.InputError` (exit 2) for an llm judge without any of these."""
         import sys
@@ -60,7 +62,7 @@ class Annotator:
             from elical.records import InputError
 
             if judge_base_url:
-                backend["complete"] = OpenAICompletion(judge_base_url, judge_model or "default")
+                backend["complete"] = OpenAICompletion(judge_base_url, judge_model or "default", **(client or {}))
             elif judge_model:
                 from elical.generation.models import load_model
 

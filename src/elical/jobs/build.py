@@ -297,7 +297,11 @@ def _cmd_build(args) -> int:
         if args.api_key_env and not key:
             raise InputError("--api-key-env", None, "--api-key-env", f"environment variable {args.api_key_env} "
                              "is not set")
-        options = {"base_url": args.base_url, "api_key": key}
+        from elical.generation.openai_client import client_options
+
+        c = client_options(args.request_timeout, args.max_retries, args.concurrency)
+        options = {"base_url": args.base_url, "api_key": key, "timeout": c["timeout"],
+                   "max_retries": c["max_retries"], "max_concurrency": c["concurrency"]}
     options.update(_vllm_options(args))
     build(cfg, args.output, parse_shard(args.shard), device=args.device, progress=not args.quiet,
           backend_options=options)
@@ -320,6 +324,7 @@ def _vllm_options(args) -> dict:
 def register(sub) -> None:
     """Add the ``build`` subcommand to the ``elical`` parser."""
     from elical.generation import BACKENDS
+    from elical.generation.openai_client import CLIENT_ARGUMENTS
 
     fmt = argparse.ArgumentDefaultsHelpFormatter
     b = sub.add_parser("build", formatter_class=fmt, help="annotate datasets into a resumable, shardable build "
@@ -351,6 +356,6 @@ def register(sub) -> None:
             ("--seed", dict(type=int, default=BuildConfig.seed, help="sampling seed")),
             ("--semantic-model", dict(help="sentence-embedding model for consistency (default all-MiniLM-L6-v2)")),
             ("--device", dict(default="cpu", help="cpu, cuda, cuda:1, ...")),
-            ("--quiet", dict(action="store_true", help="no progress bars"))):
+            ("--quiet", dict(action="store_true", help="no progress bars")), *CLIENT_ARGUMENTS):
         b.add_argument(flag, **kw)
     b.set_defaults(handler=_cmd_build)

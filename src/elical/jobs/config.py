@@ -130,6 +130,13 @@ class RunConfig:
                         choices=_backends)
     base_url: str | None = _opt(None, "--base-url", "openai backend: the server's URL, e.g. http://127.0.0.1:8000/v1")
     api_key_env: str | None = _opt(None, "--api-key-env", "openai backend: environment variable holding the API key")
+    # the openai backend's and the llm judge server's client (elical.generation.openai_client); None: its default
+    request_timeout: float | None = _opt(None, "--request-timeout", "openai backend and llm judge server: seconds per "
+                                         "request before it is retried (default 300)", type=float, metavar="S")
+    max_retries: int | None = _opt(None, "--max-retries", "openai backend and llm judge server: retries of a failed "
+                                   "request, with exponential back-off (default 4)", type=int, metavar="R")
+    concurrency: int | None = _opt(None, "--concurrency", "openai backend and llm judge server: requests in flight "
+                                   "(default 16)", type=int, metavar="C")
     # vllm backend: GPUs per model copy (vllm.LLM's tensor_parallel_size)
     tensor_parallel_size: int | None = _opt(None, "--tensor-parallel-size",
                                             "vllm backend: GPUs per model copy (docs/scaling.md)", type=int)
@@ -201,7 +208,7 @@ class RunConfig:
 
 #: Fields a resumed run may change: they decide how fast, not what (answers do not depend on the batch; streamed
 #: and in-memory features train the same heads up to float rounding).
-RESUME_FREE_FIELDS = ("batch_size", "stream_features")
+RESUME_FREE_FIELDS = ("batch_size", "stream_features", "request_timeout", "max_retries", "concurrency")
 
 PRESETS: dict[str, RunConfig] = {
     "smoke": RunConfig(preset="smoke", n_train=48, n_eval=32, n_samples=3, max_new_tokens=12, k_values=(8, 24),

@@ -64,10 +64,14 @@ class _CachedAnnotator:
 
 
 def judge_directory(src, out, *, correctness: str | None = None, equivalence: str | None = None,
-                    semantic_model: str | None = None, resume: bool = False, progress: bool = True) -> dict:
+                    semantic_model: str | None = None, resume: bool = False, progress: bool = True,
+                    judge_base_url: str | None = None, client: dict | None = None) -> dict:
     """Judge the records of ``src`` again into ``out`` (module docstring). Returns {"kind", "files", "records",
     "cache_hits", "judges"}. Raises InputError (nothing written) for a bad source, an existing non-empty ``out``
-    without ``resume``, an unknown judge, or a malformed record (file and line named)."""
+    without ``resume``, an unknown judge, or a malformed record (file and line named). An ``llm`` judge needs
+    ``judge_base_url`` (an OpenAI-compatible server; ``semantic_model`` is then the model name sent, ``client``
+    its timeout / retries / concurrency) or ``semantic_model`` as a local judge model directory. Each record is
+    written as soon as it is judged, so a failed pass resumes (``resume``) where it stopped."""
     from tqdm.auto import tqdm
 
     from elical.jobs.annotate import Annotator, judge_answers
@@ -81,8 +85,10 @@ def judge_directory(src, out, *, correctness: str | None = None, equivalence: st
     if out.is_dir() and any(out.iterdir()) and not resume:
         raise InputError(out, None, "--output", "exists and is not empty; pass --resume to continue it")
     try:
-        annotator = _CachedAnnotator(Annotator.default(semantic_model, correctness=correctness,
-                                                       equivalence=equivalence))
+        llm = "llm" in (correctness, equivalence)
+        annotator = _CachedAnnotator(Annotator.default(
+            None if llm else semantic_model, correctness=correctness, equivalence=equivalence,
+            judge_model=semantic_model if llm else None, judge_base_url=judge_base_url, client=client))
     except ValueError as exc:
         raise InputError("--equivalence-judge", None, "--equivalence-judge", str(exc)) from None
     judges = annotator.describe()
@@ -124,9 +130,12 @@ def judge_directory(src, out, *, correctness: str | None = None, equivalence: st
 
 
 def _cmd_judge(args) -> int:
+    from elical.generation.openai_client import client_options
+
     res = judge_directory(args.directory, args.output, correctness=args.correctness_judge,
                           equivalence=args.equivalence_judge, semantic_model=args.judge_model, resume=args.resume,
-                          progress=not args.quiet)
+                          progress=not args.quiet, judge_base_url=args.judge_base_url,
+                          client=client_options(args.request_timeout, args.max_retries, args.concurrency))
     print(f"judged {res['records']} records of a {res['kind']} directory into {args.output} "
           f"({res['cache_hits']} repeated inputs answered from the cache); judges: "
           f"{res['judges']['correctness']} (correctness), {res['judges']['equivalence']} (equivalence)")
@@ -143,7 +152,13 @@ def register(sub) -> None:
     p.add_argument("--output", required=True, help="new directory for the re-judged records (never the source)")
     p.add_argument("--correctness-judge", choices=correctness_names(), help="default: span-contains")
     p.add_argument("--equivalence-judge", choices=equivalence_names(), help="default: span")
-    p.add_argument("--judge-model", help="local model directory for the embedding, span or nli judge")
+    p.add_argument("--judge-model", help="local model directory for the embedding, span or nli judge; for llm a "
+                   "local judge model directory, or the model name sent to --judge-base-url")
+    p.add_argument("--judge-base-url", help="llm judge: an OpenAI-compatible server, e.g. http://host:8000/v1")
+    from elical.generation.openai_client import CLIENT_ARGUMENTS
+
+    for flag, kw in CLIENT_ARGUMENTS:
+        p.add_argument(flag, **kw)
     p.add_argument("--resume", action="store_true", help="continue a killed pass into the same --output")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=_cmd_judge)

@@ -88,6 +88,7 @@ def _backend_options(cfg: RunConfig) -> dict:
     from elical.generation import BACKENDS
     from elical.generation.backends import check_vllm_options, parse_vllm_args
 
+    _client(cfg)  # bad --request-timeout / --max-retries / --concurrency: refused before anything is written
     if cfg.backend not in BACKENDS:
         raise InputError("--backend", None, "--backend", f"unknown backend {cfg.backend!r}; one of {', '.join(BACKENDS)}")
     vllm = parse_vllm_args(cfg.vllm_args, cfg.tensor_parallel_size)
@@ -104,7 +105,17 @@ def _backend_options(cfg: RunConfig) -> dict:
     key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
     if cfg.api_key_env and not key:
         raise InputError("--api-key-env", None, "--api-key-env", f"environment variable {cfg.api_key_env} is not set")
-    return {"base_url": cfg.base_url, "api_key": key}
+    from elical.generation.openai_client import client_options
+
+    c = client_options(cfg.request_timeout, cfg.max_retries, cfg.concurrency)
+    return {"base_url": cfg.base_url, "api_key": key, "timeout": c["timeout"], "max_retries": c["max_retries"],
+            "max_concurrency": c["concurrency"]}
+
+
+def _client(cfg: RunConfig) -> dict:
+    from elical.generation.openai_client import client_options
+
+    return client_options(cfg.request_timeout, cfg.max_retries, cfg.concurrency)
 
 
 def _make_generator(cfg: RunConfig, model, tok, decoding, options: dict):
@@ -166,7 +177,7 @@ def _prepare(cfg: RunConfig, run_dir, resume: bool, progress: bool):
     annotator = None if cfg.honestybench and not cfg.rejudge else Annotator.default(
         None if llm else cfg.semantic_model, correctness=cfg.correctness_judge, equivalence=cfg.equivalence_judge,
         model=model, tokenizer=tok, judge_model=cfg.semantic_model if llm else None,
-        judge_base_url=cfg.judge_base_url, judge_with_qa_model=cfg.judge_with_qa_model)
+        judge_base_url=cfg.judge_base_url, judge_with_qa_model=cfg.judge_with_qa_model, client=_client(cfg))
     generator = None  # released runs (--honestybench) generate nothing: one prefill pass gives the hidden states
     if not cfg.honestybench:
         decoding = DecodingConfig(n_samples=cfg.n_samples, max_new_tokens=cfg.max_new_tokens,
