@@ -103,6 +103,7 @@ def main(argv=None) -> int:
     if getattr(args, "quiet", False):
         _silence_progress_bars()
     from elical.extras import MissingExtraError
+    from elical.generation.openai_client import EndpointError
     from elical.records import InputError
 
     try:
@@ -133,6 +134,9 @@ def main(argv=None) -> int:
     except (InputError, MissingExtraError) as exc:
         print(f"elical: error: {exc}", file=sys.stderr)
         return 2
+    except EndpointError as exc:  # a remote server down, failing or unusable: its message, no traceback
+        print(f"elical: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("elical: interrupted; continue with the same command and --resume", file=sys.stderr)
         return 130

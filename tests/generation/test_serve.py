@@ -181,3 +181,42 @@ def test_gate_returns_confidence_and_decision_per_question(head_dir, smollm2, ex
     for bad in (-0.1, 1.5, True):
         with pytest.raises(ValueError, match="threshold"):
             cm.gate(NEW, bad)
+
+
+def test_a_remote_run_against_an_abstaining_server_fails_before_writing(head_dir, smollm2, tmp_path):
+    """Issue 25 (6): an abstention is no answer of the model: the endpoint backend raises, the records file gets
+    nothing, and the LLM judge's client raises too."""
+    from elical.generation import serve
+    from elical.generation.backends import EndpointError, OpenAIGenerator
+    from elical.generation.base import DecodingConfig
+    from elical.jobs.annotate import Annotator, annotate
+    from elical.judges.llm import OpenAICompletion
+    from elical.records import read_records
+
+    model, tok = smollm2
+    cm = ConfidenceModel.load(head_dir, model=smollm2)
+    srv, url = _thread_server(serve.CompletionService(model, tok, "m", confidence=cm, abstain_below=1.0))
+    try:
+        gen = OpenAIGenerator(url, "m", tok, DecodingConfig(n_samples=2, max_new_tokens=6), max_retries=0)
+        questions = [{"id": f"q{i}", "question": q, "answer": ["x"]} for i, q in enumerate(NEW[:2])]
+        path = tmp_path / "records.jsonl"
+        with pytest.raises(EndpointError, match="abstained"):
+            annotate(questions, gen, Annotator.default(), path, seed=0, meta={}, progress=False)
+        assert read_records(path) == []
+        with pytest.raises(EndpointError, match="abstained"):
+            OpenAICompletion(url, "m", max_retries=0)(["Are these the same? Answer yes or no."])
+    finally:
+        srv.should_exit = True
+
+
+def test_stream_sends_the_confidence_in_the_first_chunk(server, expected):
+    from openai import OpenAI
+
+    url, low, high, threshold = server
+    client = OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120)
+    chunks = iter(client.chat.completions.create(model="m", messages=[{"role": "user", "content": high}],
+                                                 temperature=0, max_tokens=8, stream=True))
+    first = next(chunks)  # before any token of the answer
+    gate = first.choices[0].model_extra["elical"]
+    assert gate["abstained"] is False and abs(gate["confidence"] - expected[high]) < 1e-5
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).strip()

@@ -148,3 +148,43 @@ def test_run_backend_options_are_checked_before_anything_is_written(tmp_path, ca
     assert main(["run", "--preset", "smoke", "--backend", "openai", "--base-url", "http://127.0.0.1:1/v1",
                  "--api-key-env", "ELICAL_TEST_KEY", "--output", str(out)]) == 2
     assert "ELICAL_TEST_KEY" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_judge_that_fails_loses_no_answer_and_resume_does_not_generate_again(tmp_path, smollm2):
+    """Issue 25 (7): the judge fails at the 3rd question of a batch of 4: the answers of the batch are kept and the
+    two judged records written; the resumed call judges the kept answers without calling the generator, and gives
+    the records of an uninterrupted call."""
+    from elical.data.facts import load_facts
+    from elical.generation.base import DecodingConfig
+    from elical.generation.prefix_sharing import TransformersGenerator
+    from elical.jobs.annotate import Annotator, annotate
+    from elical.records import read_records
+
+    model, tok = smollm2
+    questions = load_facts()[:4]
+    gen = TransformersGenerator(model, tok, DecodingConfig(n_samples=2, max_new_tokens=6, batch_size=4))
+    good = Annotator.default()
+    whole = annotate(questions, gen, good, tmp_path / "whole.jsonl", seed=3, meta={}, progress=False)
+
+    calls = {"n": 0}
+
+    def failing(responses, aliases, question=None):
+        calls["n"] += 1
+        if calls["n"] == 5:  # 2 calls per question (greedy, samples): the 3rd question's first call
+            raise RuntimeError("judge server timed out")
+        return good.correctness(responses, aliases, question=question)
+
+    path = tmp_path / "records.jsonl"
+    with pytest.raises(RuntimeError, match="timed out"):
+        annotate(questions, gen, Annotator(failing, good.lexical, good.semantic), path, seed=3, meta={},
+                 progress=False)
+    assert [r["id"] for r in read_records(path)] == [q["id"] for q in questions[:2]]
+    assert (tmp_path / "records.generations.jsonl").exists()
+
+    def no_generation(*a, **k):
+        raise AssertionError("the kept answers were generated again")
+
+    gen.generate = no_generation  # same decoder (its meta matches), but it must not run
+    resumed = annotate(questions, gen, good, path, seed=3, meta={}, progress=False)
+    assert_same_records(resumed, whole)
+    assert not (tmp_path / "records.generations.jsonl").exists()

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, TypeVar
 __all__ = ["EndpointError", "OpenAIClient", "CLIENT_ARGUMENTS", "client_options", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RETRIES",
            "DEFAULT_CONCURRENCY"]
 
-DEFAULT_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_CONCURRENCY = 300.0, 4, 8
+DEFAULT_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_CONCURRENCY = 300.0, 4, 16
 
 T = TypeVar("T")
 

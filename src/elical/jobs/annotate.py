@@ -169,11 +169,38 @@ def make_record(question: dict, prompt: str, gen: Generation, annotator: Annotat
     return record
 
 
+def _generation_fields(g: Generation) -> dict:
+    return {k: getattr(g, k) for k in ("greedy_response", "greedy_tokens", "greedy_logprobs", "sampling_response",
+                                       "sampling_cumulative_logprobs", "sampling_num_tokens")}
+
+
+def _read_generations(path: Path, decoding: dict, seed: int) -> dict:
+    """{id: (prompt, Generation)} of the answers kept in ``path`` by the same decoder and seed (a torn last line,
+    from a kill mid-write, is skipped)."""
+    import json
+
+    out = {}
+    if not path.exists():
+        return out
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and row.get("decoding") == decoding and row.get("seed") == seed:
+            values = {k: row[k] for k in _generation_fields(Generation("", [], [])) if k in row}
+            out[row["id"]] = (row["prompt"], Generation(**values))
+    return out
+
+
 def annotate(questions: Sequence[dict], generator, annotator: Annotator, path: str | Path, *, seed: int,
              meta: dict, progress: bool = True, hidden_layers: Sequence[int] = (),
              hidden_states: dict | None = None) -> list[dict]:
     """Annotate ``questions`` into the record file ``path`` and return all records in question order.
 
+    Each batch's answers are first kept in ``<path stem>.generations.jsonl`` beside ``path``, then each record is
+    written as soon as it is judged; a resumed call judges the kept answers (same prompt, decoder and seed)
+    without generating them again, and the side file is removed once every question has its record.
     Questions whose id is already in ``path`` are skipped (resume); the others are generated
     ``generator.decoding.batch_size`` at a time. ``meta["decoding"]`` is set from the generator
     (:func:`elical.generation.base.decoding_meta`), so every record says which decoder made it.
@@ -194,16 +221,30 @@ def annotate(questions: Sequence[dict], generator, annotator: Annotator, path: s
     kw = {"hidden_layers": tuple(hidden_layers)} if hidden_layers and getattr(
         generator, "supports_hidden_states", False) else {}
     tok = generator.tokenizer
-    with open_append(path) as out, tqdm(total=len(questions), initial=len(questions) - len(missing),
-                                        desc="generate+judge", unit="q", disable=not progress) as bar:
+    # Answers are kept in a side file before they are judged: a judge that fails (a remote judge timing out) loses
+    # no generated answer, and a resumed run judges them without generating them again.
+    side = Path(path).with_name(Path(path).stem + ".generations.jsonl")
+    kept = _read_generations(side, meta["decoding"], seed)
+    with open_append(path) as out, open_append(side) as side_out, \
+            tqdm(total=len(questions), initial=len(questions) - len(missing), desc="generate+judge", unit="q",
+                 disable=not progress) as bar:
         for start in range(0, len(missing), bs):
             batch = missing[start:start + bs]
             prompts = [build_prompt(tok, q["question"]) for q in batch]
-            gens = generator.generate(prompts, [q["id"] for q in batch], seed=seed, **kw)
-            new = [make_record(q, p, g, annotator, meta) for q, p, g in zip(batch, prompts, gens)]
-            out.write(new)
-            done.update((r["id"], r) for r in new)
-            if hidden_states is not None and kw:
-                hidden_states.update((q["id"], g.hidden_states) for q, g in zip(batch, gens))
-            bar.update(len(new))
+            todo = [i for i, (q, p) in enumerate(zip(batch, prompts)) if kept.get(q["id"], (None,))[0] != p]
+            if todo:
+                fresh = generator.generate([prompts[i] for i in todo], [batch[i]["id"] for i in todo], seed=seed,
+                                           **kw)
+                side_out.write([{"id": batch[i]["id"], "prompt": prompts[i], "seed": seed,
+                                 "decoding": meta["decoding"], **_generation_fields(g)} for i, g in zip(todo, fresh)])
+                kept.update((batch[i]["id"], (prompts[i], g)) for i, g in zip(todo, fresh))
+                if hidden_states is not None and kw:
+                    hidden_states.update((batch[i]["id"], g.hidden_states) for i, g in zip(todo, fresh))
+            for q, p in zip(batch, prompts):
+                record = make_record(q, p, kept[q["id"]][1], annotator, meta)
+                out.write([record])  # each record as soon as it is judged
+                done[record["id"]] = record
+                bar.update(1)
+    if all(i in done for i in ids):
+        side.unlink(missing_ok=True)
     return [done[i] for i in ids]
