@@ -11,7 +11,16 @@ from typing import Annotated, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
-__all__ = ["CompletionRequest", "ChatRequest", "parse_request"]
+__all__ = ["CompletionRequest", "ChatRequest", "RequestError", "parse_request"]
+
+
+class RequestError(ValueError):
+    """A request the server rejects: ``status`` 400 (malformed), 404 (unknown model), 413 (too large)."""
+
+    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error", code=None):
+        super().__init__(message)
+        self.status, self.kind, self.code = status, kind, code
+
 
 _Number = Union[StrictInt, StrictFloat]
 
@@ -70,9 +79,7 @@ class ChatRequest(_Request):
 
 
 def parse_request(raw: bytes, chat: bool):
-    """The validated request from JSON bytes. Raises :class:`elical.generation.serve.RequestError` (400)."""
-    from elical.generation.serve import RequestError
-
+    """The validated request from JSON bytes. Raises :class:`RequestError` (400)."""
     kind = ChatRequest if chat else CompletionRequest
     try:
         req = kind.model_validate_json(raw or b"{}")

@@ -30,20 +30,13 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from elical.generation.api_schema import RequestError, parse_request
 from elical.generation.batching import GenParams, ModelWorker
 
 __all__ = ["ABSTENTION_TEXT", "CompletionService", "RequestError", "MAX_TOKENS", "MAX_N"]
 
 MAX_TOKENS, MAX_N = 1024, 128
 ABSTENTION_TEXT = "I am not confident that I can answer this correctly, so I will not guess."
-
-
-class RequestError(ValueError):
-    """A request the server rejects: ``status`` 400 (malformed), 404 (unknown model), 413 (too large)."""
-
-    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error", code=None):
-        super().__init__(message)
-        self.status, self.kind, self.code = status, kind, code
 
 
 @dataclass
@@ -84,8 +77,6 @@ class CompletionService:
 
     def plan(self, raw: bytes, chat: bool) -> Plan:
         """Parse and check a request body (JSON bytes). Raises :class:`RequestError`."""
-        from elical.generation.api_schema import parse_request
-
         req = parse_request(raw, chat)
         if req.model is not None and req.model != self.name:
             raise RequestError(f"The model `{req.model}` does not exist (this server serves `{self.name}`).",
