@@ -283,3 +283,22 @@ def write_json_atomic(path: str | os.PathLike, obj) -> None:
 
     write_text_atomic(path, json.dumps(_strict(obj), indent=2, ensure_ascii=False, allow_nan=False,
                                        default=_json_default) + "\n")
+
+
+def read_safetensors(path: str | os.PathLike, framework: str = "pt") -> tuple[dict, dict]:
+    """``(tensors, metadata)`` of a safetensors file (``framework`` "pt": torch tensors, "np": ndarrays).
+
+    Raises :class:`InputError` naming the file for a missing, truncated or otherwise unreadable file (a copy cut
+    short, a disk that filled up), with what to do about it."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, None, None, "missing (or not a file)")
+    try:
+        with safe_open(str(path), framework=framework) as fh:
+            return {k: fh.get_tensor(k) for k in fh.keys()}, dict(fh.metadata() or {})
+    except Exception as exc:  # safetensors raises its own SafetensorError, OSError or ValueError for a bad file
+        raise InputError(path, None, None, f"not a complete safetensors file ({type(exc).__name__}: "
+                         f"{str(exc)[:160]}); it was probably cut short: delete it and make it again (train the "
+                         f"head again, or rerun without --resume)") from None

@@ -120,12 +120,12 @@ def load_features(path: str | Path, mmap: bool = False) -> tuple[list[str], np.n
     """
     if mmap:
         return _load_features_mmap(Path(path))
-    from safetensors import safe_open
+    from elical.records import InputError, read_safetensors
 
-    with safe_open(str(path), framework="np") as fh:
-        header = fh.metadata()
-        feats = fh.get_tensor("hidden_states")
-    return json.loads(header["ids"]), feats, json.loads(header.get("meta", "{}"))
+    tensors, header = read_safetensors(path, framework="np")
+    if "hidden_states" not in tensors or "ids" not in header:
+        raise InputError(path, None, "hidden_states", "not an elical features file (no hidden_states / ids)")
+    return json.loads(header["ids"]), tensors["hidden_states"], json.loads(header.get("meta", "{}"))
 
 
 # safetensors dtypes that numpy reads as they are (bf16 has no numpy dtype; save_features writes F32)

@@ -59,7 +59,7 @@ def load_lora_head(cls, directory, model=None, device: str = "cpu"):
 
     require("peft", "lora", "loading a LoRA head")
     from peft import set_peft_model_state_dict
-    from safetensors.torch import load_file
+    from elical.records import read_safetensors
 
     directory = Path(directory)
     meta = json.loads((directory / "head.json").read_text(encoding="utf-8"))
@@ -74,13 +74,13 @@ def load_lora_head(cls, directory, model=None, device: str = "cpu"):
                          f"{lm.config.hidden_size}")
     with torch.random.fork_rng(devices=_rng_devices(lm)):
         head._inject(meta["target_modules"])
-    adapter = {k[len(_PEFT_PREFIX):]: v for k, v in load_file(str(directory / "adapter_model.safetensors")).items()}
+    adapter = {k[len(_PEFT_PREFIX):]: v for k, v in read_safetensors(directory / "adapter_model.safetensors")[0].items()}
     result = set_peft_model_state_dict(lm, adapter, adapter_name=head.adapter_name_)
     missing = [k for k in getattr(result, "missing_keys", []) if f".{head.adapter_name_}." in k]
     if missing:
         raise ValueError(f"{directory / 'adapter_model.safetensors'}: {len(missing)} adapter weights missing "
                          f"(e.g. {missing[0]}): not an adapter of this model")
-    tensors = load_file(str(directory / "head.safetensors"))
+    tensors = read_safetensors(directory / "head.safetensors")[0]
     out_device = head._device
     linear = torch.nn.Linear(meta["hidden_size"], 1)
     linear.load_state_dict({"weight": tensors["head.weight"], "bias": tensors["head.bias"]})

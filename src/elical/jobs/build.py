@@ -211,7 +211,9 @@ def build(cfg: BuildConfig, out: str | Path, shard: tuple[int, int] | None = Non
     records present before). A finished build loads no model and touches no file. Raises InputError for bad
     input or a configuration that differs from ``out/build.json``; nothing is written before those checks.
     """
-    out = Path(out)
+    from elical.jobs.checks import check_output_dir
+
+    out = check_output_dir(out)
     units = plan_units(cfg, log)
     _check_config(out, cfg)
     todo, report = [], []

@@ -30,11 +30,18 @@ def check_sizes(n_train: int, n_eval: int, k_values: Sequence[int] = ()) -> None
 
 
 def check_output_dir(path: str | Path, flag: str = "--output") -> Path:
-    """The path as a Path; InputError when it exists and is not a directory (a file would be overwritten)."""
+    """The path as a Path; InputError when it exists and is not a directory (a file would be overwritten), or when
+    a directory above it is a file (nothing can be made below a file)."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError(path, None, flag, "exists and is a file, not a directory; choose another "
                          f"{flag} (nothing was overwritten)")
+    for parent in path.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(path, None, flag, f"{parent} is a file, so no directory can be made below it; "
+                                 f"choose another {flag}")
+            break
     return path
 
 

@@ -80,8 +80,9 @@ def judge_directory(src, out, *, correctness: str | None = None, equivalence: st
     kind, files = _record_files(src)
     if out.resolve() == src.resolve():
         raise InputError(out, None, "--output", "must differ from the source directory (it is never overwritten)")
-    if out.exists() and not out.is_dir():
-        raise InputError(out, None, "--output", "exists and is not a directory")
+    from elical.jobs.checks import check_output_dir
+
+    check_output_dir(out)
     if out.is_dir() and any(out.iterdir()) and not resume:
         raise InputError(out, None, "--output", "exists and is not empty; pass --resume to continue it")
     try:

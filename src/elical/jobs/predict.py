@@ -77,9 +77,11 @@ def predict_file(head_dir, input_path, output_path, *, model=None, device: str =
     (:meth:`elical.heads.confidence.ConfidenceModel.from_reference`). Returns the number of questions. Raises
     InputError (nothing written) when the output exists, the input is bad or the head is not usable."""
     from elical.heads.confidence import ConfidenceModel
+    from elical.jobs.checks import check_output_dir
     from elical.records import InputError
 
     output_path = Path(output_path)
+    check_output_dir(output_path.parent, "--output")
     if output_path.exists():
         raise InputError(output_path, None, None, "already exists; refusing to overwrite (choose another --output)")
     if batch_size < 1:
