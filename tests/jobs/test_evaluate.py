@@ -201,3 +201,16 @@ def test_semantic_entropy_clusters_with_the_runs_own_judge_by_default(tmp_path):
     assert main(["evaluate", str(tmp_path), "--quiet", "--estimators", "SE-Discrete"]) == 0
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["estimators"]["SE-Discrete"]["judge"] == "exact"
+
+
+@pytest.mark.parametrize("deleted", ["predictions.jsonl", "results.json"])
+def test_a_run_missing_predictions_or_results_is_refused_and_untouched(tmp_path, capsys, deleted):
+    """Issue 25 (9): evaluating would drop the trained heads (predictions deleted) or the run's versions, timings
+    and sizes (results deleted): exit 2 naming the missing file, nothing written."""
+    make_run(tmp_path)
+    (tmp_path / deleted).unlink()
+    snapshot = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert main(["evaluate", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / deleted}: missing while" in err and "--resume" in err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == snapshot

@@ -13,7 +13,8 @@ lines, every other line is kept), ``results.json`` (the pipeline's shape; existi
 updated per group and method, ``estimators`` says what each estimator did — e.g. Verbal's unparseable count —
 and ``evaluate`` holds timings and skipped estimators) and ``table.md``; then prints the table.
 
-Bad input: a missing run directory, config or record file, a malformed record or a record an explicitly requested
+Bad input: a missing run directory, config or record file, ``predictions.jsonl`` without ``results.json`` or
+the other way round (a run evaluated again needs both), a malformed record or a record an explicitly requested
 estimator cannot score stops with an :class:`elical.records.InputError` naming file, line and field (exit 2), and
 nothing is written. Without ``--estimators``, an estimator that cannot score some record (e.g. SE-Weighted on
 records from a backend without log-probs) is skipped with a warning that names the record.
@@ -203,8 +204,15 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
         raise InputError("--estimators", None, "--estimators", f"unknown estimator(s) {', '.join(unknown)}; choose "
                          f"from {', '.join(ESTIMATORS)}")
     pred_path = run_dir / "predictions.jsonl"
-    old_preds = read_records(pred_path)
     res_path = run_dir / "results.json"
+    # One of the two without the other: evaluating would write predictions without the trained heads (that
+    # results.json still lists), or a results.json without the run's versions, timings and sizes.
+    for gone, there in ((pred_path, res_path), (res_path, pred_path)):
+        if there.exists() and not gone.exists():
+            raise InputError(gone, None, None, f"missing while {there.name} exists: evaluating now would lose the "
+                             f"run's trained methods or its versions, timings and sizes. Restore it, or rebuild "
+                             f"both with `elical run --output {run_dir} --resume` (the run's own options)")
+    old_preds = read_records(pred_path)
     try:
         old_results = json.loads(res_path.read_text(encoding="utf-8")) if res_path.exists() else {}
     except json.JSONDecodeError as exc:
