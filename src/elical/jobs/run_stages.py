@@ -268,6 +268,12 @@ RUN_STAGES = [
 ]
 
 
+def _at_limit(records: list[dict], limit: int) -> int:
+    """How many greedy answers have ``limit`` tokens: decoding stopped at ``max_new_tokens``, not at the answer's
+    end (a token count below the limit means the model ended the line itself)."""
+    return int(sum(len(r.get("greedy_tokens") or []) >= limit for r in records))
+
+
 def write_results(s: RunState) -> dict:
     """results.json (configuration, versions, timings, sizes, estimators, metrics; layers and controls when
     run), table.md and layers.md; returns the results dict."""
@@ -278,7 +284,11 @@ def write_results(s: RunState) -> dict:
         "config": asdict(cfg), "versions": s.versions, "seed": cfg.seed, "timings": s.timings,
         "sizes": {"train_pool": len(s.pool), "eval": len(s.test),
                   "eval_accuracy": float(np.mean([r["greedy_correctness"] for r in s.test])),
-                  "pool_accuracy": float(np.mean([r["greedy_correctness"] for r in s.pool]))},
+                  "pool_accuracy": float(np.mean([r["greedy_correctness"] for r in s.pool])),
+                  # greedy answers whose decoding stopped at the token limit (cut, not finished): docs/results.md
+                  "greedy_at_max_new_tokens": {"eval": _at_limit(s.test, cfg.max_new_tokens),
+                                               "train_pool": _at_limit(s.pool, cfg.max_new_tokens),
+                                               "max_new_tokens": cfg.max_new_tokens}},
         "estimators": {"training_free": s.training_free, "model_based": s.estimator_info},
         "results": metrics,
     }
