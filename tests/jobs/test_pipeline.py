@@ -37,6 +37,10 @@ def test_smoke_run_on_facts(tmp_path):
     # results.json agrees with an independent AUROC on the saved predictions
     saved = json.loads((out / "results.json").read_text())
     assert saved["config"]["preset"] == "smoke" and saved["versions"]["torch"]
+    # issue 25 (12): greedy answers that used the whole token budget are counted (the smoke preset cuts most)
+    cut = saved["sizes"]["greedy_at_max_new_tokens"]
+    assert cut["max_new_tokens"] == cfg.max_new_tokens == 12
+    assert cut["eval"] + cut["train_pool"] == sum(len(r["greedy_tokens"]) == 12 for r in recs) > len(recs) // 2
     preds = [json.loads(l) for l in (out / "predictions.jsonl").read_text().splitlines()]
     ns = [p for p in preds if p["method"] == "Consis-Sem"]
     y = np.array([p["greedy_correctness"] for p in ns])

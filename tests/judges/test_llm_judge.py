@@ -164,3 +164,32 @@ def test_smollm2_adapter_is_the_models_greedy_answer(smollm2):
         assert verdict == (0 if parsed is None else parsed)
     # SmolLM2-135M answers "No, ..." to all three: a 135M model is no judge (docs/benchmarks.md)
     assert judge.n_unparsed_ == 0
+
+
+def test_a_long_llm_judge_pass_shows_a_count(monkeypatch):
+    """Issue 25 (11): semantic clustering with the LLM judge showed nothing for minutes; it shows prompts done."""
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.setenv("TQDM_MININTERVAL", "0")  # draw every update (a real pass takes minutes, not milliseconds)
+    judge = LLMJudge(lambda prompts: ["Yes"] * len(prompts), batch_size=8)
+    out = judge.judge_many([(f"answer {i}", f"other {i}") for i in range(40)])
+    assert out.tolist() == [1] * 40
+    assert "llm judge (equivalence)" in screen.getvalue() and "40/40" in screen.getvalue()
+    assert "16/40" in screen.getvalue()  # counted batch by batch, not one bar step at the end
+
+
+def test_verbal_and_p_true_bars_count_questions(capsys):
+    from elical.estimators.model_based import _batches
+
+    parts = list(_batches(32, 32, True, "verbal"))  # the smoke preset: 32 questions, batch 32
+    assert len(parts) == 8 and parts[0] == slice(0, 4) and parts[-1] == slice(28, 32)
+    err = capsys.readouterr().err
+    assert "verbal" in err and "32/32" in err

@@ -177,10 +177,15 @@ def select_examples(train_records: Sequence[dict], k: int, seed: int = 0,
 
 
 def _batches(n: int, size: int, progress: bool, desc: str):
+    """Slices of at most ``size`` questions, small enough for at least 8 steps of the progress bar (which counts
+    questions): the answers are greedy and do not depend on the batch."""
     from tqdm.auto import tqdm
 
-    for start in tqdm(range(0, n, size), desc=desc, unit="batch", disable=not progress):
-        yield slice(start, min(start + size, n))
+    size = max(1, min(size, -(-n // 8)))
+    with tqdm(total=n, desc=desc, unit="q", disable=not progress) as bar:
+        for start in range(0, n, size):
+            yield slice(start, min(start + size, n))
+            bar.update(min(start + size, n) - start)
 
 
 def verbal(model, tokenizer, records: Sequence[dict], examples: Sequence[tuple[str, float]] = (), *,

@@ -161,6 +161,11 @@ def stage_heads(run_dir: Path, records: list[dict], feats, cfg, model=None, tok=
     sets = label_sets(n_pool, cfg)
     preds = {}
     eli = None
+    from tqdm.auto import tqdm
+
+    # heads fitted or loaded, with a count (shown on a terminal; `--quiet` sets TQDM_DISABLE)
+    bar = tqdm(total=1 + 2 * len(sets) + int(cal_only_all and n_pool not in sets), unit="head", disable=None,
+               desc="heads" + (f" [{tag}]" if tag else ""))
     for fitted in fit_heads(stages, X_pool, c_cons, y_labels, sets, include_all=cal_only_all,
                             reuse=lambda m, k, idx: store.load(*where(m, k, idx))):
         directory, fp = where(fitted.method, fitted.k, np.arange(n_pool) if fitted.whole_pool or fitted.k is None
@@ -168,6 +173,8 @@ def stage_heads(run_dir: Path, records: list[dict], feats, cfg, model=None, tok=
         store.keep(directory, fitted.head, fp, model_json)
         preds[tagged(fitted.name, tag)] = fitted.head.predict(X_test)
         eli = fitted.head if fitted.k is None else eli
+        bar.update(1)
+    bar.close()
     # the shuffled-label control: the same k questions and the same protocol, their targets permuted
     for k, idx in sets.items() if shuffled and inputs == "features" else ():
         y_k, ids_k = y_labels[idx][shuffled_order(len(idx), cfg.seed)], [ids[i] for i in idx]

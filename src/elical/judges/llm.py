@@ -141,7 +141,12 @@ class LLMJudge(PairJudge):
         return _question_line(CORRECTNESS_PROMPT, q).format(question=q, aliases=aliases, response=a.strip())
 
     def _ask(self, prompts: list[str]) -> None:
+        from tqdm.auto import tqdm
+
         todo = list(dict.fromkeys(p for p in prompts if p not in self.raw_))
+        # a count for long passes (semantic clustering of a whole run); on a terminal, off with TQDM_DISABLE=1
+        bar = tqdm(total=len(todo), desc=f"llm judge ({self.mode})", unit="prompt", leave=False,
+                   disable=True if len(todo) <= self.batch_size else None)
         for i in range(0, len(todo), self.batch_size):
             chunk = todo[i:i + self.batch_size]
             outs = list(self.complete(chunk))
@@ -150,6 +155,8 @@ class LLMJudge(PairJudge):
             for p, text in zip(chunk, outs):
                 self.raw_[p] = str(text)
                 self.n_unparsed_ += parse_yes_no(str(text)) is None
+            bar.update(len(chunk))
+        bar.close()
 
     def judge(self, first, second, question: str | None = None) -> np.ndarray:
         """Equivalence: ``judge(greedy, samples)``; correctness: ``judge(responses, aliases)`` (also callable so).
