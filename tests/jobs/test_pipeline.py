@@ -192,3 +192,17 @@ def test_a_judge_that_fails_loses_no_answer_and_resume_does_not_generate_again(t
     resumed = annotate(questions, gen, good, path, seed=3, meta={}, progress=False)
     assert_same_records(resumed, whole)
     assert not (tmp_path / "records.generations.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_k_above_the_pool_warns_and_records_what_ran(tmp_path, capsys):
+    """Issue 25 (10): --k 1000 with a pool of 12 ran k = 12 (and 4): the run says so and results.json records it,
+    while config.json keeps what was asked."""
+    out = tmp_path / "run"
+    assert main(["run", "--preset", "smoke", "--n-train", "12", "--n-eval", "10", "--n-samples", "1", "--k", "4,1000",
+                 "--no-model-estimators", "--output", str(out), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "more labels than the training pool has (12 questions)" in err and "k = 4, 12" in err
+    res = json.loads((out / "results.json").read_text())
+    assert res["k_values_run"] == [4, 12] and res["config"]["k_values"] == [4, 1000]
+    assert "EliCal(12)" in res["results"]["all"] and "EliCal(1000)" not in res["results"]["all"]

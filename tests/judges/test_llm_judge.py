@@ -193,3 +193,35 @@ def test_verbal_and_p_true_bars_count_questions(capsys):
     assert len(parts) == 8 and parts[0] == slice(0, 4) and parts[-1] == slice(28, 32)
     err = capsys.readouterr().err
     assert "verbal" in err and "32/32" in err
+
+
+@pytest.mark.slow  # the correctness judge loads its embedding model
+def test_elical_judge_sends_the_llm_judge_to_a_server(tmp_path):
+    """`elical judge --equivalence-judge llm --judge-base-url URL`: every prompt goes to the server (with the
+    model name and the client options given), and the verdicts are the server's."""
+    from pathlib import Path
+
+    from elical.cli import main
+    from elical.records import read_records
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "smoke_run"
+    server = HTTPServer(("127.0.0.1", 0), _ChatHandler)
+    server.requests = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/v1"
+        assert main(["judge", str(fixture), "--equivalence-judge", "llm", "--judge-base-url", url,
+                     "--judge-model", "judge-model", "--concurrency", "2", "--max-retries", "0",
+                     "--output", str(tmp_path / "out"), "--quiet"]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    records = read_records(tmp_path / "out" / "records" / "annotations.jsonl")
+    assert len(records) == len(read_records(fixture / "records" / "annotations.jsonl"))
+    assert server.requests and {body["model"] for body, _ in server.requests} == {"judge-model"}
+    assert records[0]["meta"]["judges"]["equivalence"] == "llm"
+    # the server says "No." to every pair it is asked about; equal answers never reach it (rule: 1)
+    for r in records:
+        for s, v in zip(r["sampling_response"], r["consistency_judgement"]):
+            same = s.strip().lower().rstrip(".") == r["greedy_response"].strip().lower().rstrip(".")
+            assert v == 1 or not same

@@ -274,6 +274,20 @@ def _at_limit(records: list[dict], limit: int) -> int:
     return int(sum(len(r.get("greedy_tokens") or []) >= limit for r in records))
 
 
+def _k_run(s: RunState) -> list[int]:
+    """The k the label-using methods ran with; a --k above the pool is said (config.json keeps what was asked)."""
+    import sys
+
+    from elical.jobs.heads_stage import label_sets
+
+    k_run = sorted(label_sets(len(s.pool), s.cfg))
+    if any(k > len(s.pool) for k in s.cfg.k_values):
+        print(f"elical: WARNING: --k {','.join(map(str, s.cfg.k_values))} asks for more labels than the training "
+              f"pool has ({len(s.pool)} questions): the label-using methods ran with k = "
+              f"{', '.join(map(str, k_run))} (results.json: k_values_run)", file=sys.stderr)
+    return k_run
+
+
 def write_results(s: RunState) -> dict:
     """results.json (configuration, versions, timings, sizes, estimators, metrics; layers and controls when
     run), table.md and layers.md; returns the results dict."""
@@ -290,6 +304,7 @@ def write_results(s: RunState) -> dict:
                                                "train_pool": _at_limit(s.pool, cfg.max_new_tokens),
                                                "max_new_tokens": cfg.max_new_tokens}},
         "estimators": {"training_free": s.training_free, "model_based": s.estimator_info},
+        "k_values_run": _k_run(s),  # cfg.k_values capped at the pool size
         "results": metrics,
     }
     if s.released is not None:
