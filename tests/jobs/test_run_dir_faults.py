@@ -74,3 +74,11 @@ def test_output_below_a_file_is_exit_2(tmp_path, capsys, command):
     err = capsys.readouterr().err
     assert str(blocker) in err and "is a file" in err and "Traceback" not in err
     assert blocker.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("flag, value", [("--concurrency", "0"), ("--max-retries", "-1"), ("--request-timeout", "0")])
+def test_bad_client_options_are_exit_2_before_anything_is_written(tmp_path, capsys, flag, value):
+    out = tmp_path / "run"
+    assert main(["run", "--preset", "smoke", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                 flag, value, "--output", str(out), "--quiet"]) == 2
+    assert flag in capsys.readouterr().err and not out.exists()
