@@ -83,7 +83,7 @@ def _silence_progress_bars() -> None:
     """``--quiet``: our own bars get ``disable=not progress``; these are the libraries' (transformers' and
     sentence-transformers' "Loading weights", Hugging Face downloads)."""
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when huggingface_hub is first imported
-    os.environ["TQDM_DISABLE"] = "1"  # bars made with disable=None (heads, the LLM judge) read it
+    os.environ["TQDM_DISABLE"] = "1"  # read by the bars that show themselves on a terminal (heads, the LLM judge)
     if "huggingface_hub" in sys.modules:
         from huggingface_hub.utils import disable_progress_bars
 

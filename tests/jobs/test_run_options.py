@@ -32,7 +32,8 @@ def _run_parser():
 def test_the_option_names_are_the_old_ones_plus_max_new_tokens():
     flags = {s for a in _run_parser()._actions for s in a.option_strings} - {"-h", "--help"}
     # --honestybench, --rejudge, --alignment-protocol: the released-files path (docs/models.md)
-    assert flags == OLD_FLAGS | {"--max-new-tokens", "--honestybench", "--rejudge", "--alignment-protocol"}
+    assert flags == OLD_FLAGS | {"--max-new-tokens", "--honestybench", "--rejudge", "--alignment-protocol",
+                                 "--request-timeout", "--max-retries", "--concurrency"}
 
 
 def test_defaults_are_the_presets():
@@ -56,7 +57,7 @@ def test_every_option_reaches_its_field(tmp_path):
         "--seed", "3", "--device", "cuda:1", "--judge-model", "jm", "--correctness-judge", "token-f1",
         "--equivalence-judge", "rouge-l", "--judge-base-url", "http://j/v1", "--judge-with-qa-model",
         "--build-dir", "b", "--no-model-estimators", "--stream-features", "--honestybench", "hb", "--rejudge",
-        "--alignment-protocol", "paper"))
+        "--alignment-protocol", "paper", "--request-timeout", "7.5", "--max-retries", "2", "--concurrency", "3"))
     expected = RunConfig(
         preset="smoke", model="m", datasets=("nq", "hq"), data_dir=os.path.abspath("d"),
         mmlu_dir=os.path.abspath("mm"), pool_datasets=("mine",), n_train=40, n_eval=11, n_samples=4,
@@ -66,6 +67,7 @@ def test_every_option_reaches_its_field(tmp_path):
         semantic_model="jm", correctness_judge="token-f1", equivalence_judge="rouge-l", judge_base_url="http://j/v1",
         judge_with_qa_model=True, build_dir=os.path.abspath("b"), model_estimators=False, stream_features=True,
         honestybench=os.path.abspath("hb"), rejudge=True, alignment_protocol="paper",
+        request_timeout=7.5, max_retries=2, concurrency=3,
         dev_fraction=0.2, n_bootstrap=200)  # the last two have no option: the smoke preset's
     assert cfg == expected
     # every field but the two without an option differs from the smoke preset, so none was dropped on the way

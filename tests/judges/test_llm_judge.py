@@ -178,8 +178,13 @@ def test_a_long_llm_judge_pass_shows_a_count(monkeypatch):
     screen = Terminal()
     monkeypatch.setattr(sys, "stderr", screen)
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
-    monkeypatch.setenv("TQDM_MININTERVAL", "0")  # draw every update (a real pass takes minutes, not milliseconds)
-    judge = LLMJudge(lambda prompts: ["Yes"] * len(prompts), batch_size=8)
+    import time
+
+    def slow_yes(prompts):  # a batch takes a while, as a server's does: tqdm redraws at most every 0.1 s
+        time.sleep(0.15)
+        return ["Yes"] * len(prompts)
+
+    judge = LLMJudge(slow_yes, batch_size=8)
     out = judge.judge_many([(f"answer {i}", f"other {i}") for i in range(40)])
     assert out.tolist() == [1] * 40
     assert "llm judge (equivalence)" in screen.getvalue() and "40/40" in screen.getvalue()

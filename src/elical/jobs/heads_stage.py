@@ -161,10 +161,14 @@ def stage_heads(run_dir: Path, records: list[dict], feats, cfg, model=None, tok=
     sets = label_sets(n_pool, cfg)
     preds = {}
     eli = None
+    import os
+    import sys
+
     from tqdm.auto import tqdm
 
-    # heads fitted or loaded, with a count (shown on a terminal; `--quiet` sets TQDM_DISABLE)
-    bar = tqdm(total=1 + 2 * len(sets) + int(cal_only_all and n_pool not in sets), unit="head", disable=None,
+    # heads fitted or loaded, with a count (on a terminal; `--quiet` sets TQDM_DISABLE=1)
+    shown = sys.stderr.isatty() and os.environ.get("TQDM_DISABLE") != "1"
+    bar = tqdm(total=1 + 2 * len(sets) + int(cal_only_all and n_pool not in sets), unit="head", disable=not shown,
                desc="heads" + (f" [{tag}]" if tag else ""))
     for fitted in fit_heads(stages, X_pool, c_cons, y_labels, sets, include_all=cal_only_all,
                             reuse=lambda m, k, idx: store.load(*where(m, k, idx))):

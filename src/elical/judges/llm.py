@@ -33,7 +33,9 @@ standalone "yes" or "no" anywhere in the text decides; otherwise the completion 
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from typing import Callable, Sequence
 
 import numpy as np
@@ -145,8 +147,8 @@ class LLMJudge(PairJudge):
 
         todo = list(dict.fromkeys(p for p in prompts if p not in self.raw_))
         # a count for long passes (semantic clustering of a whole run); on a terminal, off with TQDM_DISABLE=1
-        bar = tqdm(total=len(todo), desc=f"llm judge ({self.mode})", unit="prompt", leave=False,
-                   disable=True if len(todo) <= self.batch_size else None)
+        shown = len(todo) > self.batch_size and sys.stderr.isatty() and os.environ.get("TQDM_DISABLE") != "1"
+        bar = tqdm(total=len(todo), desc=f"llm judge ({self.mode})", unit="prompt", leave=False, disable=not shown)
         for i in range(0, len(todo), self.batch_size):
             chunk = todo[i:i + self.batch_size]
             outs = list(self.complete(chunk))
