@@ -17,7 +17,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, TypeVar
 
-__all__ = ["EndpointError", "OpenAIClient", "CLIENT_ARGUMENTS", "client_options", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RETRIES",
+__all__ = ["EndpointError", "OpenAIClient", "CLIENT_ARGUMENTS", "client_options", "require_openai", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RETRIES",
            "DEFAULT_CONCURRENCY"]
 
 DEFAULT_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_CONCURRENCY = 300.0, 4, 16
@@ -135,3 +135,14 @@ def client_options(timeout=None, max_retries=None, concurrency=None) -> dict:
     return {"timeout": DEFAULT_TIMEOUT if timeout is None else timeout,
             "max_retries": DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
             "concurrency": DEFAULT_CONCURRENCY if concurrency is None else concurrency}
+
+
+def require_openai(option: str) -> None:
+    """Raise :class:`elical.records.InputError` (exit 2) naming ``option`` when the ``openai`` package is missing."""
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        from elical.records import InputError
+
+        raise InputError(option, None, option, "talking to an OpenAI-compatible server needs the openai package: "
+                         "pip install 'elical[openai]'") from None

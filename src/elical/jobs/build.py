@@ -299,8 +299,9 @@ def _cmd_build(args) -> int:
         if args.api_key_env and not key:
             raise InputError("--api-key-env", None, "--api-key-env", f"environment variable {args.api_key_env} "
                              "is not set")
-        from elical.generation.openai_client import client_options
+        from elical.generation.openai_client import client_options, require_openai
 
+        require_openai("--backend")
         c = client_options(args.request_timeout, args.max_retries, args.concurrency)
         options = {"base_url": args.base_url, "api_key": key, "timeout": c["timeout"],
                    "max_retries": c["max_retries"], "max_concurrency": c["concurrency"]}

@@ -89,6 +89,10 @@ def _backend_options(cfg: RunConfig) -> dict:
     from elical.generation.backends import check_vllm_options, parse_vllm_args
 
     _client(cfg)  # bad --request-timeout / --max-retries / --concurrency: refused before anything is written
+    if cfg.judge_base_url:
+        from elical.generation.openai_client import require_openai
+
+        require_openai("--judge-base-url")
     if cfg.backend not in BACKENDS:
         raise InputError("--backend", None, "--backend", f"unknown backend {cfg.backend!r}; one of {', '.join(BACKENDS)}")
     vllm = parse_vllm_args(cfg.vllm_args, cfg.tensor_parallel_size)
@@ -105,8 +109,9 @@ def _backend_options(cfg: RunConfig) -> dict:
     key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
     if cfg.api_key_env and not key:
         raise InputError("--api-key-env", None, "--api-key-env", f"environment variable {cfg.api_key_env} is not set")
-    from elical.generation.openai_client import client_options
+    from elical.generation.openai_client import client_options, require_openai
 
+    require_openai("--backend")
     c = client_options(cfg.request_timeout, cfg.max_retries, cfg.concurrency)
     return {"base_url": cfg.base_url, "api_key": key, "timeout": c["timeout"], "max_retries": c["max_retries"],
             "max_concurrency": c["concurrency"]}
