@@ -7,8 +7,8 @@ Each request is one chat question (greedy, ``max_tokens`` tokens, like the greed
 ``elical run --backend openai``). The questions are sent one after another (each waits for the previous reply),
 then all at once from as many threads, with the official ``openai`` client; the two passes alternate ``--rounds``
 times and the best time of each is kept (robust to a busy machine). Prints both wall times, the ratio
-sequential / concurrent (issue 22's target: > 1), and whether both passes gave the same answers (they must: a question's answer does not depend
-on its batch).
+sequential / concurrent (issue 22's target: > 1), and whether both passes gave the same answers (they must: a
+question's answer does not depend on its batch).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, TypeVar
 
-__all__ = ["EndpointError", "OpenAIClient", "CLIENT_ARGUMENTS", "client_options", "require_openai", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RETRIES",
-           "DEFAULT_CONCURRENCY"]
+__all__ = ["EndpointError", "OpenAIClient", "CLIENT_ARGUMENTS", "client_options", "require_openai", "DEFAULT_TIMEOUT",
+           "DEFAULT_MAX_RETRIES", "DEFAULT_CONCURRENCY"]
 
 DEFAULT_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_CONCURRENCY = 300.0, 4, 16
 

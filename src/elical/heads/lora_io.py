@@ -74,7 +74,8 @@ def load_lora_head(cls, directory, model=None, device: str = "cpu"):
                          f"{lm.config.hidden_size}")
     with torch.random.fork_rng(devices=_rng_devices(lm)):
         head._inject(meta["target_modules"])
-    adapter = {k[len(_PEFT_PREFIX):]: v for k, v in read_safetensors(directory / "adapter_model.safetensors")[0].items()}
+    saved = read_safetensors(directory / "adapter_model.safetensors")[0]
+    adapter = {k[len(_PEFT_PREFIX):]: v for k, v in saved.items()}
     result = set_peft_model_state_dict(lm, adapter, adapter_name=head.adapter_name_)
     missing = [k for k in getattr(result, "missing_keys", []) if f".{head.adapter_name_}." in k]
     if missing:
