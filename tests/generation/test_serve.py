@@ -68,7 +68,8 @@ def server(head_dir, expected, tmp_path_factory):
     threshold = (expected[low] + expected[high]) / 2
     log = open(tmp_path_factory.mktemp("serve") / "server.log", "w+")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "elical", "serve", "--port", "0", "--served-model-name", "m", "--confidence-head",
+    proc = subprocess.Popen([sys.executable, "-m", "elical", "serve", "--port", "0", "--served-model-name", "m",
+                             "--confidence-head",
                              str(head_dir), "--abstain-below", str(threshold), "--abstention-text", ABSTAIN],
                             stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     line = proc.stdout.readline()

@@ -45,7 +45,8 @@ class Annotator:
         packaged all-MiniLM-L6-v2; "nli": required). The "llm" judges need their own judge: ``judge_model`` (a
         local model directory) or ``judge_base_url`` (an OpenAI-compatible server; ``judge_model`` is then the
         model name sent; ``client``: its ``timeout``, ``max_retries``, ``concurrency``,
-        :func:`elical.generation.openai_client.client_options`). Only with ``judge_with_qa_model=True`` do they use the QA model itself
+        :func:`elical.generation.openai_client.client_options`). Only with ``judge_with_qa_model=True`` do they
+        use the QA model itself
         (``model``/``tokenizer``), with a warning, and ``describe()`` records ``judge_is_qa_model: true``.
         Raises :class:`elical.records.InputError` (exit 2) for an llm judge without any of these."""
         import sys
