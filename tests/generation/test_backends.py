@@ -152,7 +152,7 @@ def test_make_generator_backends(smollm2):
     with pytest.raises(ValueError, match="base_url"):
         make_generator("openai", "m")
     if importlib.util.find_spec("vllm") is None:  # importable without vllm; asking for it says how to get it
-        with pytest.raises(ImportError, match="pip install vllm"):
+        with pytest.raises(ImportError, match=r"pip install .elical\[vllm\]"):
             make_generator("vllm", "smollm2-135m-instruct")
 
 

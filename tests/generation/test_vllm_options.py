@@ -105,7 +105,7 @@ def test_check_vllm_options_against_the_installed_signature(monkeypatch):
         with pytest.raises(InputError, match=message):
             check_vllm_options(options)
     monkeypatch.setitem(sys.modules, "vllm", None)  # not installed: a usage error, before anything is written
-    with pytest.raises(InputError, match="pip install vllm"):
+    with pytest.raises(InputError, match=r"pip install .elical\[vllm\]"):
         check_vllm_options({})
 
 
