@@ -134,4 +134,5 @@ def test_a_head_directory_with_missing_weights_is_exit_2(probe_dir, tmp_path, ca
     (broken / "head.safetensors").unlink()
     src = _write(tmp_path / "q.jsonl", [{"question": "a?"}])
     assert cli.main(["predict", str(broken), "--input", str(src), "--output", str(tmp_path / "o.jsonl")]) == 2
-    assert "unusable head" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert str(broken / "head.safetensors") in err and "missing" in err
