@@ -134,6 +134,7 @@ def main() -> None:
             t = time.perf_counter()
             texts, w = fn(part, i)
             times[name] += time.perf_counter() - t
+            print(f"  questions {i}-{i + len(part) - 1}: {name} {time.perf_counter() - t:.1f} s", flush=True)
             greedy[name] += texts
             if name == "builder":
                 work = {k: work[k] + w[k] for k in work}
