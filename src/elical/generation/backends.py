@@ -285,8 +285,10 @@ class OpenAIGenerator:
     error: its text is no answer of the model. Both are raised before :meth:`generate` returns, so nothing of
     the batch is written. At most ``max_concurrency`` requests are in flight; ``timeout`` (seconds) and
     ``max_retries`` (connection errors, timeouts, 408/409/429 and 5xx, exponential back-off) are the client's;
-    then, or on another 4xx, :class:`EndpointError` names the URL. ``send_top_k``: send the non-OpenAI ``top_k``
-    field (vLLM, llama.cpp, TGI accept it; set False for servers that reject unknown fields).
+    then, or on another 4xx, :class:`EndpointError` names the URL. ``send_top_k``: send the non-OpenAI
+    fields ``top_k`` and, so that llama.cpp's server samples as the paper does (its defaults are min-p 0.05 and a
+    repeat penalty of 1.1, on greedy requests too), ``min_p=0`` and ``repeat_penalty=1`` (vLLM, llama.cpp, TGI
+    accept or ignore them; set False for servers that reject unknown fields).
     """
 
     supports_hidden_states = False
@@ -317,6 +319,8 @@ class OpenAIGenerator:
         d = self.decoding
         n = d.n_samples if n_samples is None else n_samples
         base = {"max_tokens": d.max_new_tokens, "stop": ["\n"]}
+        if self.send_top_k:  # llama.cpp's server applies min-p 0.05 and a repeat penalty of 1.1 unless told
+            base.update(min_p=0.0, repeat_penalty=1.0)
         sample = dict(base, temperature=d.temperature, top_p=d.top_p)
         if self.send_top_k and d.top_k > 0:
             sample["top_k"] = d.top_k
