@@ -7,7 +7,8 @@ import pytest
 
 from elical.jobs.build import BuildConfig, build
 from elical.judges import mmlu_correct
-from elical.data.mmlu import MMLUAnswer, MMLUCorrectness, format_question, load_mmlu, record_choices
+from elical.data.mmlu import MMLUAnswer, format_question, load_mmlu, record_choices
+from elical.judges.choices import MMLUCorrectness
 from elical.records import InputError, read_records
 
 

@@ -16,7 +16,8 @@ A question becomes a dict for :func:`elical.jobs.annotate`:
 * ``question``: the stem followed by ``"\\nA. <choice>"`` ... ``"\\nD. <choice>"`` — the text the QA prompt
   (:func:`elical.generation.base.build_prompt`) puts after ``Question:``, so annotate needs nothing MMLU-specific;
 * ``answer``: ``[letter, choice text]``, an :class:`MMLUAnswer` (a ``list``) that also carries ``choices`` and
-  ``answer_index``, so that :class:`MMLUCorrectness`, called by :func:`elical.jobs.annotate.make_record` as
+  ``answer_index``, so that :class:`elical.judges.choices.MMLUCorrectness`, called by
+  :func:`elical.jobs.annotate.make_record` as
   ``correctness(responses, answer)``, judges with :func:`elical.judges.choices.mmlu_correct` (the right choice named by
   letter or text and no other choice; a lone article "A" names nothing);
 * ``choices`` (4 strings) and ``answer_index`` (0-3), for records and re-judging; :func:`record_choices` recovers
@@ -29,11 +30,9 @@ import csv
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
 from elical.records import InputError, decoded_lines
 
-__all__ = ["LETTERS", "MMLUAnswer", "MMLUCorrectness", "format_question", "load_mmlu", "record_choices"]
+__all__ = ["LETTERS", "MMLUAnswer", "format_question", "load_mmlu", "record_choices"]
 
 LETTERS = "ABCD"
 HEADER = ["question", "choice0", "choice1", "choice2", "choice3", "answer"]
@@ -41,33 +40,12 @@ HEADER = ["question", "choice0", "choice1", "choice2", "choice3", "answer"]
 
 class MMLUAnswer(list):
     """The gold answer ``[letter, choice text]`` of an MMLU question, carrying ``choices`` (list of 4 str) and
-    ``answer_index`` (int) for :class:`MMLUCorrectness`. Serializes to JSON as the plain list."""
+    ``answer_index`` (int) for :class:`elical.judges.choices.MMLUCorrectness`. Serializes to JSON as the plain list."""
 
     def __init__(self, choices: Sequence[str], answer_index: int):
         super().__init__([LETTERS[answer_index], choices[answer_index]])
         self.choices = list(choices)
         self.answer_index = int(answer_index)
-
-
-class MMLUCorrectness:
-    """Correctness judge for MMLU with the call signature of :class:`elical.judges.rules.CorrectnessJudge`.
-
-    ``judge(responses, answer) -> ndarray of shape (len(responses),)`` with 0/1 entries, from
-    :func:`elical.judges.choices.mmlu_correct`. ``answer`` must be an :class:`MMLUAnswer` (as produced by
-    :func:`load_mmlu`); a plain alias list raises ValueError, since the other choices are needed to tell a
-    right answer from one that names every choice.
-    """
-
-    mode = "mmlu_correct"
-
-    def __call__(self, responses: Sequence[str], answer, question: str | None = None) -> np.ndarray:
-        from elical.judges.choices import mmlu_correct
-
-        choices, index = getattr(answer, "choices", None), getattr(answer, "answer_index", None)
-        if choices is None or index is None:
-            raise ValueError("MMLUCorrectness needs an MMLUAnswer (choices and answer_index), got "
-                             f"{type(answer).__name__} {list(answer)!r}")
-        return np.array([int(mmlu_correct(r, choices, index)) for r in responses], dtype=np.int64)
 
 
 def format_question(stem: str, choices: Sequence[str]) -> str:

@@ -248,7 +248,7 @@ def build(cfg: BuildConfig, out: str | Path, shard: tuple[int, int] | None = Non
     from elical.generation.features import extract_hidden_states, save_features
     from elical.generation.backends import make_generator
     from elical.generation.base import DecodingConfig, decoding_meta
-    from elical.data.mmlu import MMLUCorrectness
+    from elical.judges.choices import MMLUCorrectness
     from elical.data.sources import source_of
 
     decoding = DecodingConfig(n_samples=cfg.n_samples, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)

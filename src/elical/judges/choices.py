@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+import numpy as np
+
 from elical.judges.text import find_spans, tokens
 
-__all__ = ["mmlu_correct", "mmlu_choice", "choices_named", "lettered_choices"]
+__all__ = ["MMLUCorrectness", "mmlu_correct", "mmlu_choice", "choices_named", "lettered_choices"]
 
 _CHOICE_LINE = re.compile(r"^\s*\(?([A-D])[.)]\s+(.+?)\s*$", re.MULTILINE)
 
@@ -105,3 +107,22 @@ def lettered_choices(question: str | None) -> list[str] | None:
     if len(found) < 2 or letters != "ABCD"[: len(found)]:
         return None
     return [text for _, text in found]
+
+
+class MMLUCorrectness:
+    """Correctness judge for MMLU with the call signature of :class:`elical.judges.rules.CorrectnessJudge`.
+
+    ``judge(responses, answer) -> ndarray of shape (len(responses),)`` with 0/1 entries, from
+    :func:`mmlu_correct`. ``answer`` must be an :class:`elical.data.mmlu.MMLUAnswer` (as produced by
+    :func:`elical.data.mmlu.load_mmlu`); a plain alias list raises ValueError, since the other choices are needed to
+    tell a right answer from one that names every choice.
+    """
+
+    mode = "mmlu_correct"
+
+    def __call__(self, responses: Sequence[str], answer, question: str | None = None) -> np.ndarray:
+        choices, index = getattr(answer, "choices", None), getattr(answer, "answer_index", None)
+        if choices is None or index is None:
+            raise ValueError("MMLUCorrectness needs an MMLUAnswer (choices and answer_index), got "
+                             f"{type(answer).__name__} {list(answer)!r}")
+        return np.array([int(mmlu_correct(r, choices, index)) for r in responses], dtype=np.int64)
