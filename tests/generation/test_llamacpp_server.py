@@ -124,6 +124,8 @@ def test_llm_judge_through_the_server(server):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("ELICAL_LLAMACPP_E2E") != "1",
+                    reason="about 20 minutes on 2 cores; set ELICAL_LLAMACPP_E2E=1 to run it")
 def test_elical_run_smoke_through_the_server_with_the_llm_judge(server, tmp_path):
     """``elical run --preset smoke --backend openai --base-url URL --equivalence-judge llm --judge-base-url URL``
     end to end (model estimators off to bound the time): records with N = 3 samples and greedy log-probs from
