@@ -1,18 +1,20 @@
-"""The frozen FINAL test set of the answer judges (issue 20, item 4): new questions, in datasets and question
+"""The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root:
+Run from the repository root (`--set final`, the default, or `--set final2`: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
-    python benchmarks/judge_pairs/make_final.py draw    # final_outputs.jsonl -> final_candidates.jsonl (unlabelled)
-    python benchmarks/judge_pairs/make_final.py merge   # final_candidates.jsonl + final_labels.jsonl -> final.jsonl
+    python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
+    python benchmarks/judge_pairs/make_final.py merge   # SET_candidates.jsonl + SET_labels.jsonl -> SET.jsonl
 
-Questions: the hand-written `final_questions.jsonl` (`id`, `style`, `question`, `answer` = gold aliases; dataset
+Questions: the hand-written `SET_questions.jsonl` (`id`, `style`, `question`, `answer` = gold aliases; dataset
 "written") plus MMLU_N questions of MMLU's test split (dataset "mmlu", style "mmlu"), drawn with
-random.Random(MMLU_SEED) (the first MMLU_N of a shuffle) among questions short enough to ask free-form (no blank, no "Statement 1", no "all/none of
-the above" option, question <= 160 characters, every option <= 40 characters) and written as
-"QUESTION Options: A; B; C; D." (final periods of the options dropped) with the correct option's text as the only
-gold alias; LEFT_OUT lists rows left out after reading them (a wrong or uncheckable key, options naming letters).
+random.Random(the set's MMLU seed) (the first MMLU_N of a shuffle) among questions short enough to ask free-form
+(no blank, no "Statement 1", no "all/none of the above" option, question <= 160 characters, every option <= 40
+characters) and written as "QUESTION Options: A; B; C; D." (final periods of the options dropped) with the correct
+option's text as the only gold alias; the set's `left_out` lists rows left out after reading them (a wrong or
+uncheckable key, options naming letters), and its `after` the earlier sets whose MMLU rows (those in their
+outputs, and their `left_out`) it never draws.
 
 Generation (`gen`): the real SmolLM2-135M-Instruct (`load_model()`, CPU, float32), the toolkit's QA prompt
 (`build_prompt`), the toolkit's default decoding (`DecodingConfig()`: greedy + 5 samples, temperature 1.0, top-p
@@ -23,8 +25,8 @@ Pairs (`draw`, standard library only, no judge run, no label seen):
   to the greedy answer, or to an earlier sample, gives no pair), so each distinct pair is labelled once;
 * answer-gold: the greedy answer, and one distinct sample that differs from it: a sample that contains a gold
   alias (token-bounded, case-insensitive) when the greedy answer contains none, else one drawn with
-  random.Random(DRAW_SEED). `b` is the alias the answer contains (the longest), else the first alias.
-Every pair has `part` "test", `pair_id` "final-NNNN", `dataset`, `style`, `question`, `a`, `b`, `aliases`,
+  random.Random(the set's draw seed). `b` is the alias the answer contains (the longest), else the first alias.
+Every pair has `part` "test", `pair_id` "SET-NNNN", `dataset`, `style`, `question`, `a`, `b`, `aliases`,
 `source` (greedy / sample index); `merge` adds the hand `label` (0/1; null = dropped as ambiguous) and `category`.
 """
 
@@ -40,19 +42,34 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from draw_pairs import gold_in  # noqa: E402
 
-QUESTIONS = HERE / "final_questions.jsonl"
-OUTPUTS, CANDIDATES, LABELS, MERGED = (HERE / f"final{s}.jsonl" for s in ("_outputs", "_candidates", "_labels", ""))
-MMLU_SEED, MMLU_N, DRAW_SEED = 2027, 25, 2028
+MMLU_N = 25
 # MMLU rows left out before the draw, found when drawn questions were read (before any answer was generated): a
 # wrong answer key (the Federal National Mortgage Association is "Fannie Mae", not the keyed "FEMA"), a question
 # that needs its textbook chapter ("In this chapter's Senior View, Dr. Shealy advises you to"), and a key that could
 # not be checked (Lukianoff and Haidt's "blaming"), and an option that names other options by letter ("both A and B")
+# final2 left out a question cut off at its start ("another person's behavior is referred to as the ."), a key that
+# could not be checked (cyber-security discourse "1970s") and one of an obscure engineering fact ("1.5 KV").
 LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_disputes/295", "mmlu/moral_disputes/114"}
+SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "after": ()},
+        "final2": {"mmlu_seed": 2029, "draw_seed": 2030, "after": ("final",),
+                   "left_out": {"mmlu/professional_psychology/82", "mmlu/security_studies/179",
+                                "mmlu/electrical_engineering/10"}}}
 
 
-def mmlu_questions(mmlu_dir):
-    """MMLU_N test questions written as free-form questions with their options in the text."""
-    pool = []
+def path(name, part):
+    """benchmarks/judge_pairs/NAME{part}.jsonl, part one of "_questions", "_outputs", "_candidates", "_labels", ""."""
+    return HERE / f"{name}{part}.jsonl"
+
+
+def used_mmlu(name):
+    """MMLU row ids set NAME drew or left out (its outputs file must exist)."""
+    return SETS[name]["left_out"] | {json.loads(x)["id"] for x in path(name, "_outputs").read_text(
+        encoding="utf-8").splitlines() if x.strip() and json.loads(x)["dataset"] == "mmlu"}
+
+
+def mmlu_questions(mmlu_dir, name="final"):
+    """MMLU_N test questions written as free-form questions with their options in the text, for set NAME."""
+    cfg, pool = SETS[name], []
     for path in sorted(Path(mmlu_dir, "test").glob("*_test.csv")):
         subject = path.name[:-len("_test.csv")]
         with open(path, encoding="utf-8", newline="") as f:
@@ -65,25 +82,26 @@ def mmlu_questions(mmlu_dir):
                 pool.append({"id": f"mmlu/{subject}/{row_no}", "style": "mmlu", "dataset": "mmlu",
                              "question": f"{q} Options: {'; '.join(opts)}.",
                              "answer": [opts[int(row["answer"])]]})
-    random.Random(MMLU_SEED).shuffle(pool)
-    return [q for q in pool if q["id"] not in LEFT_OUT][:MMLU_N]
+    random.Random(cfg["mmlu_seed"]).shuffle(pool)
+    skip = set(cfg["left_out"]).union(*(used_mmlu(e) for e in cfg["after"]))
+    return [q for q in pool if q["id"] not in skip][:MMLU_N]
 
 
-def questions(mmlu_dir):
-    written = [dict(json.loads(x), dataset="written") for x in QUESTIONS.read_text(encoding="utf-8").splitlines()
-               if x.strip()]
-    return written + mmlu_questions(mmlu_dir)
+def questions(mmlu_dir, name="final"):
+    written = [dict(json.loads(x), dataset="written") for x in path(name, "_questions").read_text(
+        encoding="utf-8").splitlines() if x.strip()]
+    return written + mmlu_questions(mmlu_dir, name)
 
 
-def gen(mmlu_dir):
+def gen(mmlu_dir, name="final"):
     from elical.generation.base import DecodingConfig, build_prompt
     from elical.generation.models import load_model
     from elical.generation.prefix_sharing import TransformersGenerator
-    qs = questions(mmlu_dir)
+    qs = questions(mmlu_dir, name)
     print(len(qs), "questions", flush=True)
     model, tok = load_model()
     g = TransformersGenerator(model, tok, DecodingConfig(batch_size=8))
-    with open(OUTPUTS, "w", encoding="utf-8") as out:
+    with open(path(name, "_outputs"), "w", encoding="utf-8") as out:
         for i in range(0, len(qs), 8):
             batch = qs[i:i + 8]
             gens = g.generate([build_prompt(tok, q["question"]) for q in batch], [q["id"] for q in batch], seed=0)
@@ -95,17 +113,17 @@ def gen(mmlu_dir):
             print(i + len(batch), "/", len(qs), flush=True)
 
 
-def draw():
-    rng, n = random.Random(DRAW_SEED), 0
-    with open(CANDIDATES, "w", encoding="utf-8") as out:
+def draw(name="final"):
+    rng, n = random.Random(SETS[name]["draw_seed"]), 0
+    with open(path(name, "_candidates"), "w", encoding="utf-8") as out:
         def put(o, kind, a, b, source):
             nonlocal n
-            out.write(json.dumps({"pair_id": f"final-{n:04d}", "part": "test", "kind": kind, "dataset": o["dataset"],
+            out.write(json.dumps({"pair_id": f"{name}-{n:04d}", "part": "test", "kind": kind, "dataset": o["dataset"],
                                   "style": o["style"], "question": o["question"], "a": a, "b": b,
                                   "aliases": o["answer"], "source": source}, ensure_ascii=False) + "\n")
             n += 1
 
-        for line in OUTPUTS.read_text(encoding="utf-8").splitlines():
+        for line in path(name, "_outputs").read_text(encoding="utf-8").splitlines():
             o = json.loads(line)
             a, aliases = o["greedy"], o["answer"]
             first = {}  # distinct sample text -> index of its first occurrence
@@ -119,39 +137,40 @@ def draw():
                 with_gold = [s for s in first if gold_in(s, aliases)]
                 s = with_gold[0] if with_gold and not gold_in(a, aliases) else rng.choice(list(first))
                 put(o, "answer-gold", s, gold_in(s, aliases) or aliases[0], f"sample {first[s]}")
-    print(n, "candidates ->", CANDIDATES)
+    print(n, "candidates ->", path(name, "_candidates"))
 
 
-def merge():
+def merge(name="final"):
     labels = {}
-    for x in LABELS.read_text(encoding="utf-8").splitlines():
+    for x in path(name, "_labels").read_text(encoding="utf-8").splitlines():
         if x.strip():
             d = json.loads(x)
             labels[d["pair_id"]] = d
     kept = dropped = 0
-    with open(MERGED, "w", encoding="utf-8") as out:
-        for x in CANDIDATES.read_text(encoding="utf-8").splitlines():
+    with open(path(name, ""), "w", encoding="utf-8") as out:
+        for x in path(name, "_candidates").read_text(encoding="utf-8").splitlines():
             c = json.loads(x)
             lab = labels.get(c["pair_id"])
             if lab is None:
-                raise SystemExit(f"{LABELS}: no label for {c['pair_id']}")
+                raise SystemExit(f"{path(name, '_labels')}: no label for {c['pair_id']}")
             if lab["label"] is None:
                 dropped += 1
                 continue
             c.update(b=lab.get("b", c["b"]), label=lab["label"], category=lab["category"])
             out.write(json.dumps(c, ensure_ascii=False) + "\n")
             kept += 1
-    print(kept, "pairs,", dropped, "dropped ->", MERGED)
+    print(kept, "pairs,", dropped, "dropped ->", path(name, ""))
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cmd", choices=["gen", "draw", "merge"])
     ap.add_argument("mmlu_dir", nargs="?", help="gen only: the MMLU folder (with test/*_test.csv)")
+    ap.add_argument("--set", default="final", choices=sorted(SETS), help="which frozen set (file prefix)")
     args = ap.parse_args()
     if args.cmd == "gen":
         if not args.mmlu_dir:
             ap.error("gen needs the MMLU folder")
-        gen(args.mmlu_dir)
+        gen(args.mmlu_dir, args.set)
     else:
-        {"draw": draw, "merge": merge}[args.cmd]()
+        {"draw": draw, "merge": merge}[args.cmd](args.set)
