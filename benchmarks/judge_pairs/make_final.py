@@ -47,9 +47,10 @@ MMLU_N = 25
 # wrong answer key (the Federal National Mortgage Association is "Fannie Mae", not the keyed "FEMA"), a question
 # that needs its textbook chapter ("In this chapter's Senior View, Dr. Shealy advises you to"), and a key that could
 # not be checked (Lukianoff and Haidt's "blaming"), and an option that names other options by letter ("both A and B")
+LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_disputes/295", "mmlu/moral_disputes/114"}
 # final2 left out a question cut off at its start ("another person's behavior is referred to as the ."), a key that
 # could not be checked (cyber-security discourse "1970s") and one of an obscure engineering fact ("1.5 KV").
-LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_disputes/295", "mmlu/moral_disputes/114"}
+# Each set: its MMLU and draw seeds, its left-out rows, and the earlier sets whose MMLU rows it never draws.
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "after": ()},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030, "after": ("final",),
                    "left_out": {"mmlu/professional_psychology/82", "mmlu/security_studies/179",
