@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from elical.evaluation.decision import pr_auc, risk_threshold, utility_threshold
+from elical.evaluation.decision import coverage_at, pr_auc, risk_threshold, utility_at, utility_threshold
 from elical.evaluation.spec import score_all
 from elical.evaluation.metrics import evaluate_confidence
 
@@ -24,6 +24,15 @@ def test_risk_threshold_by_hand():
     assert risk_threshold(Y, C, 0.25) == 0.6
     assert risk_threshold(Y, C, 0.5) == 0.2  # everything answered
     assert risk_threshold([0, 0], [0.3, 0.6], 0.1) > 0.6  # no threshold reaches the risk: answer nothing
+
+
+def test_answer_nothing_on_dev_keeps_abstaining_on_test():
+    # dev: both questions wrong, so no threshold reaches risk 0.1 and utility is best answering nothing (0 > -cost)
+    t_risk = risk_threshold([0, 0], [0.3, 0.6], 0.1)
+    t_util = utility_threshold([0, 0], [0.3, 0.6], 1.0)
+    assert t_risk > 1.0 and t_util > 1.0
+    # a test question more confident than any dev one (0.9, even 1.0) is still not answered
+    assert coverage_at([1, 1], [0.9, 1.0], t_risk) == 0.0 and utility_at([1, 1], [0.9, 1.0], t_util, 1.0) == 0.0
 
 
 def test_utility_threshold_by_hand():

@@ -42,10 +42,11 @@ def pr_auc(y, c) -> float:
 
 
 def _counts(y: np.ndarray, c: np.ndarray):
-    """Candidate thresholds (each distinct value, then one above the largest: answer nothing) and, for each,
-    the number of correct and of wrong answers with c >= t."""
+    """Candidate thresholds (each distinct value, then "answer nothing": one above every confidence in [0, 1], not
+    just above this part's largest, so a dev part that chooses it keeps abstaining on every test question) and, for
+    each, the number of correct and of wrong answers with c >= t."""
     values = np.unique(c)
-    candidates = np.r_[values, np.nextafter(values[-1], np.inf)]
+    candidates = np.r_[values, np.nextafter(max(values[-1], 1.0), np.inf)]
     pos, neg = np.sort(c[y == 1]), np.sort(c[y == 0])
     n_pos = pos.size - np.searchsorted(pos, candidates, side="left")
     n_neg = neg.size - np.searchsorted(neg, candidates, side="left")
@@ -54,7 +55,7 @@ def _counts(y: np.ndarray, c: np.ndarray):
 
 def risk_threshold(y, c, risk: float) -> float:
     """The lowest threshold whose answered questions have an error rate <= ``risk`` (the largest coverage at that
-    risk); one above max(c) (answer nothing) when no threshold reaches it."""
+    risk); one above 1.0 (answer nothing) when no threshold reaches it."""
     y, c = np.asarray(y), np.asarray(c, dtype=np.float64)
     candidates, n_pos, n_neg = _counts(y, c)
     answered = n_pos + n_neg
