@@ -3,11 +3,8 @@ elical serve`` in a subprocess, and the same server in a thread for the no-log-p
 the top-k-first inverse-CDF sampler and the vLLM glue (vLLM itself needs a GPU; its documented output objects are stubbed)."""
 
 import importlib.util
-import os
 import socket
-import subprocess
 import sys
-import threading
 import time
 import types
 
@@ -23,24 +20,9 @@ QUESTIONS = ["What is the chemical symbol of gold?", "Who wrote Hamlet?"]
 
 
 @pytest.fixture(scope="module")
-def server_url(tmp_path_factory):
-    """``python -m elical serve`` on a free port, in its own process."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    log = open(tmp_path_factory.mktemp("serve") / "server.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "elical", "serve", "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=log, text=True, env=env)
-    line = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(timeout=120)
-    if not line or not line[0].startswith("listening on "):
-        proc.kill()
-        log.seek(0)
-        pytest.fail(f"the server did not start: {line} {log.read()[-2000:]}")
-    yield line[0].split()[-1]
-    proc.terminate()
-    proc.wait(timeout=30)
-    log.close()
+def server_url(served):
+    """``python -m elical serve`` on a free port, in its own process (tests/generation/conftest.py)."""
+    return served.url
 
 
 def _thread_server(smollm2, **kw):

@@ -3,10 +3,6 @@ probe head fitted here on its real hidden states. The server runs as the real co
 no-generation and no-head cases run the same service in a thread."""
 
 import json
-import os
-import subprocess
-import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -60,26 +56,15 @@ def _chat(url, question, **extra):
 
 
 @pytest.fixture(scope="module")
-def server(head_dir, expected, tmp_path_factory):
+def server(head_dir, expected, start_server):
     """`python -m elical serve --confidence-head ... --abstain-below T` with T between two questions' confidences."""
     ranked = sorted(NEW, key=expected.get)
     low, high = ranked[0], ranked[-1]
     assert expected[high] - expected[low] > 0.05
     threshold = (expected[low] + expected[high]) / 2
-    log = open(tmp_path_factory.mktemp("serve") / "server.log", "w+")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "elical", "serve", "--port", "0", "--served-model-name", "m",
-                             "--confidence-head",
-                             str(head_dir), "--abstain-below", str(threshold), "--abstention-text", ABSTAIN],
-                            stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        proc.kill()
-        log.seek(0)
-        pytest.fail(f"the server did not start: {line} {log.read()[-2000:]}")
-    yield line.split()[-1], low, high, threshold
-    proc.terminate()
-    proc.wait(timeout=30)
+    served = start_server("--served-model-name", "m", "--confidence-head", str(head_dir),
+                          "--abstain-below", str(threshold), "--abstention-text", ABSTAIN)
+    return served.url, low, high, threshold
 
 
 def test_served_confidence_answers_above_and_abstains_below_the_threshold(server, expected):

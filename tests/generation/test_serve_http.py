@@ -3,11 +3,7 @@ on 127.0.0.1 with the real SmolLM2, driven by raw sockets, urllib and the offici
 findings 1-5). Every loop is bounded."""
 
 import json
-import os
 import socket
-import subprocess
-import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -17,26 +13,6 @@ import pytest
 
 NAME = "smollm2-135m-instruct"
 pytestmark = pytest.mark.slow  # the real model in a server process
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    log_path = tmp_path_factory.mktemp("serve") / "server.log"
-    log = open(log_path, "w+")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "elical", "serve", "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=log, text=True, env=env)
-    line = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(timeout=180)
-    if not line or "listening on" not in line[0]:
-        proc.kill()
-        pytest.fail(f"the server did not start: {line} {log_path.read_text()[-2000:]}")
-    yield line[0].split()[-1], proc, log_path
-    proc.terminate()
-    proc.wait(timeout=30)
-    log.close()
 
 
 def _rss_kib(pid: int) -> int:
