@@ -5,13 +5,15 @@ reproducible training of the shipped weights.
     python benchmarks/judge_cv.py --write             # + fit on all pairs, write src/elical/judges/learned_weights.json
     python benchmarks/judge_cv.py --with-span --no-baselines   # + CV of the features stacked on the span verdict
 
-Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5}.jsonl and
-tests/fixtures/judge_pairs.jsonl (``final*`` files are never read: they are the frozen final test set).
+Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5,final}.jsonl and
+tests/fixtures/judge_pairs.jsonl. ``final`` was the frozen test set of the first learned judges; scored once, it is
+training data now. ``final2`` is never read here: it is the frozen final test set (benchmarks/judge_agreement.py).
 Equivalence is learned from the ``greedy-sample`` pairs, correctness from the ``answer-gold`` pairs (one training row
 per (answer, stated alias); a prediction is the max over all gold aliases). Folds: GroupKFold (5, shuffled,
 seed 0) over the SQuAD-normalised question, so no question is in a training and a test fold at once, even across
 sets. Models: logistic regression (standardised, class-balanced) and gradient boosting (class-balanced sample
-weights, seed 0); the one with the higher pooled balanced accuracy is shipped. Rule judges are scored as they are
+weights, seed 0); the one with the higher pooled balanced accuracy is shipped, for the full model (every feature)
+and for the cheap first stage (no MiniLM feature), and the cascade (cheap, then full inside BAND) is scored too. Rule judges are scored as they are
 (no training: but their rules were written on the dev sets). Columns: balanced accuracy, recall of label 1
 ("same"/"correct") and of label 0.
 """
@@ -31,8 +33,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-SETS = ["pairs", "dev2", "dev3", "test2", "test3", "test4", "test5"]
+SETS = ["pairs", "dev2", "dev3", "test2", "test3", "test4", "test5", "final"]
 SEED = 0
+BAND = (0.2, 0.8)  # the cheap model's unsure band, where the full model decides
 # Feature groups for the ablation (a group is dropped from the shipped model when dropping it costs nothing: so went
 # equivalence's "negation" group, negation_differs, +0.000 in the first run).
 GROUPS = {
@@ -42,6 +45,9 @@ GROUPS = {
         "non-answer": ("nonanswer_any", "nonanswer_both", "echo_any"),
         "numbers": ("numbers_same", "numbers_conflict", "numbers_one_side"),
         "length": ("length_gap",),
+        "salient": ("salient_min", "salient_max", "salient_first_both", "salient_first_any", "salient_disjoint",
+                    "lead_both", "lead_any"),
+        "polarity": ("yesno_conflict", "negation_parity_differs"),
         "minilm": ("cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max"),
     },
     "correctness": {
@@ -169,7 +175,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "src" / "elical" / "judges" / "learned_weights.json")
     args = p.parse_args(argv)
     from elical.judges import make_correctness_judge, make_equivalence_judge
-    from elical.judges.features import CORRECTNESS_FEATURES, EQUIVALENCE_FEATURES
+    from elical.judges.features import CORRECTNESS_FEATURES, EQUIVALENCE_FEATURES, SOFT_FEATURES
     from elical.judges.learned import Scorer, export_model
     from elical.judges.learned import LearnedCorrectnessJudge as LC, LearnedEquivalenceJudge as LE
 
@@ -189,15 +195,22 @@ def main(argv=None) -> int:
         print(f"\n## {task}: {len(sub)} pairs, {len(set(data.groups))} questions; features in "
               f"{time.perf_counter() - t0:.0f} s")
         all_cols = list(range(len(names)))
-        preds, best = {}, None
-        for mk in ("logistic", "trees"):
-            proba = data.cv(mk, all_cols)
-            preds[f"learned ({mk})"] = (proba >= 0.5).astype(int)
-            ba = scores(data.y, preds[f"learned ({mk})"])["balanced_accuracy"]
-            if best is None or ba > best[1]:
-                best = (mk, ba)
-        mk = best[0]
-        print(f"model chosen on pooled CV: {mk} ({best[1]:.3f})")
+        cheap_cols = [i for i, f in enumerate(names) if f not in SOFT_FEATURES]
+        preds, best, oof = {}, {}, {}
+        for stage, cols in (("full", all_cols), ("cheap", cheap_cols)):
+            for mk in ("logistic", "trees"):
+                proba = data.cv(mk, cols)
+                preds[f"learned {stage} ({mk})"] = (proba >= 0.5).astype(int)
+                ba = scores(data.y, preds[f"learned {stage} ({mk})"])["balanced_accuracy"]
+                if stage not in best or ba > best[stage][1]:
+                    best[stage], oof[stage] = (mk, ba), proba
+        unsure = (oof["cheap"] > BAND[0]) & (oof["cheap"] < BAND[1])
+        preds["learned (cascade)"] = (np.where(unsure, oof["full"], oof["cheap"]) >= 0.5).astype(int)
+        mk = best["full"][0]
+        print(f"models chosen on pooled CV: full {mk} ({best['full'][1]:.3f}), cheap {best['cheap'][0]} "
+              f"({best['cheap'][1]:.3f}); cascade "
+              f"{scores(data.y, preds['learned (cascade)'])['balanced_accuracy']:.3f}, full model on "
+              f"{unsure.mean():.0%} of the pairs")
         if args.with_span:
             span = "span" if task == "equivalence" else "span-contains"
             make = make_equivalence_judge if task == "equivalence" else make_correctness_judge
@@ -211,19 +224,24 @@ def main(argv=None) -> int:
         for group, feats in GROUPS[task].items():
             cols = [i for i in all_cols if names[i] not in feats]
             ba = scores(data.y, data.cv(mk, cols) >= 0.5)["balanced_accuracy"]
-            print(f"- without {group}: {ba:.3f} ({ba - best[1]:+.3f})")
+            print(f"- without {group}: {ba:.3f} ({ba - best['full'][1]:+.3f})")
         if not args.no_baselines:
             for name in BASELINES[task]:
                 make = make_equivalence_judge if task == "equivalence" else make_correctness_judge
                 preds[name] = np.asarray(make(name).judge_many(*_pairs(task, sub)))
         print(table(f"{task}: balanced accuracy (recall 1 / recall 0), learned = 5-fold grouped CV", sub, preds))
         if args.write:
-            est = fit(mk, data.X, data.y)
-            exported = export_model(est, names)
-            check = Scorer(exported).proba(data.X[:50])
-            assert np.allclose(check, est.predict_proba(data.X[:50])[:, 1], atol=1e-6), "export differs from sklearn"
-            shipped[task] = exported
-            shipped["meta"][task] = {"model": mk, "pairs": len(sub), "cv_balanced_accuracy": round(best[1], 4)}
+            for stage, cols, key in (("full", all_cols, task), ("cheap", cheap_cols, f"{task}_cheap")):
+                est = fit(best[stage][0], data.X[:, cols], data.y)
+                exported = export_model(est, [names[i] for i in cols])
+                check = Scorer(exported).proba(data.X[:50, cols])
+                assert np.allclose(check, est.predict_proba(data.X[:50, cols])[:, 1], atol=1e-6), "export differs"
+                shipped[key] = exported
+            shipped[f"{task}_cheap"]["band"] = list(BAND)
+            shipped["meta"][task] = {"model": mk, "cheap_model": best["cheap"][0], "pairs": len(sub),
+                                     "cv_balanced_accuracy": round(best["full"][1], 4),
+                                     "cv_cascade_balanced_accuracy": round(float(scores(
+                                         data.y, preds["learned (cascade)"])["balanced_accuracy"]), 4)}
     if args.write:
         args.out.write_text(json.dumps(shipped, separators=(",", ":")) + "\n", encoding="utf-8")
         print(f"\nwrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB)")

@@ -867,14 +867,15 @@ def test_llm_judge_with_the_qa_model_on_request(monkeypatch):
     assert ann.describe()["judge_is_qa_model"] is True
 
 
-def test_defaults_are_the_span_judges():
+def test_defaults_are_the_learned_judges():
     from elical.jobs.annotate import Annotator
     from elical.jobs.run import RunConfig
+    from elical.judges.learned import LearnedCorrectnessJudge, LearnedEquivalenceJudge
 
     ann = Annotator.default()
-    assert ann.describe()["correctness"] == "span-contains" and ann.describe()["equivalence"] == "span"
-    assert isinstance(ann.correctness, SpanCorrectnessJudge) and isinstance(ann.semantic, SpanEquivalenceJudge)
-    assert (RunConfig().correctness_judge, RunConfig().equivalence_judge) == ("span-contains", "span")
+    assert ann.describe()["correctness"] == "learned" and ann.describe()["equivalence"] == "learned"
+    assert isinstance(ann.correctness, LearnedCorrectnessJudge) and isinstance(ann.semantic, LearnedEquivalenceJudge)
+    assert (RunConfig().correctness_judge, RunConfig().equivalence_judge) == ("learned", "learned")
 
 
 # ---------------------------------------------------------------- round 6 (chosen on dev data incl. test4)

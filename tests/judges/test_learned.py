@@ -8,7 +8,8 @@ import pytest
 
 from elical.judges import make_correctness_judge, make_equivalence_judge
 from elical.judges.extract import alias_contained, extract
-from elical.judges.features import EQUIVALENCE_FEATURES, TokenEncoder, bertscore, equivalence_features, overlap
+from elical.judges.features import (EQUIVALENCE_FEATURES, SOFT_FEATURES, TokenEncoder, bertscore,
+                                    equivalence_features, overlap, salient)
 from elical.judges.learned import Scorer, export_model, load_weights
 
 
@@ -81,6 +82,33 @@ def test_equivalence_features_by_hand(enc):
     assert e["nonanswer_both"] == 1.0 and e["beyond_max"] == 0.0
 
 
+def test_salient_words_and_polarity_by_hand():
+    q = "Which river flows through the capital of Egypt?"
+    a, b = "The Nile flows through Cairo.", "It is the Nile River."
+    # capitalised words beyond the question, stop words and the question's words ("river") left out
+    assert salient(a, q) == ["nile", "cairo"] and salient(b, q) == ["nile"]
+    f = dict(zip(EQUIVALENCE_FEATURES, equivalence_features(a, b, q, None)))
+    # a's salient words in b: nile yes, cairo no -> 1/2; b's in a: 1/1; both first salient words shared
+    assert (f["salient_min"], f["salient_max"], f["salient_first_both"], f["salient_disjoint"]) == (0.5, 1, 1, 0)
+    # first content word beyond the question: "nile" on both sides ("flows" is the question's)
+    assert (f["lead_both"], f["yesno_conflict"], f["negation_parity_differs"]) == (1, 0, 0)
+    assert all(math.isnan(f[n]) for n in SOFT_FEATURES & set(f))  # no encoder: the soft features are NaN
+    g = dict(zip(EQUIVALENCE_FEATURES, equivalence_features("No, Oslo is in Norway.", "Yes, Oslo is in Sweden.",
+                                                            "Is Oslo in Sweden?", None)))
+    # salient: ["norway"] vs [] ("oslo", "sweden" are the question's); "no" against "yes"; one negation against none
+    assert (g["salient_min"], g["salient_disjoint"], g["yesno_conflict"], g["negation_parity_differs"]) == (-1, 0, 1, 1)
+
+
+def test_cascade_encodes_only_where_the_cheap_model_is_unsure():
+    judge = make_equivalence_judge("learned")
+    w = load_weights()
+    assert not set(w["equivalence_cheap"]["features"]) & SOFT_FEATURES and w["equivalence_cheap"]["band"] == [0.2, 0.8]
+    # the same answer twice: the cheap model is sure, so MiniLM never runs on it
+    ex = judge.explain("The Nile.", "The Nile.", "Which river flows through Cairo?")
+    assert ex["decided_by"] == "cheap" and ex["verdict"] == 1 and math.isnan(ex["features"]["cosine"])
+    assert "The Nile." not in judge.encoder._tokens
+
+
 def test_logistic_scorer_by_hand():
     s = Scorer({"kind": "logistic", "features": ["x", "y"], "mean": [1, 0], "scale": [2, 1], "coef": [1, -1],
                 "intercept": 0.5, "threshold": 0.5})
@@ -112,8 +140,10 @@ def test_shipped_weights_are_small_and_match_the_features():
 
 
 def test_learned_judges_on_invented_pairs():
-    """Invented pairs of the issue's kinds 1-5 (the learned equivalence judge decides them right; its misses on
-    "North Dakota" / "South Dakota" and numbers written as words are in docs/benchmarks.md)."""
+    """Invented pairs of the issue's kinds 1-5. The default cascade decides kinds 1, 3, 4, 5 right; kind 2 (a
+    paraphrase sharing no word, "Islam" / "Muslims") only the full model gets (probability 0.51): the lexical first
+    stage is sure (0.02) the answers differ and never asks MiniLM, a known miss of the cascade (docs/benchmarks.md,
+    with "North Dakota" / "South Dakota" and numbers written as words)."""
     eq = [("Which country is the town of Skive in?", "Skive is located in Denmark, a Scandinavian country in "
            "Northern Europe.", "Skive is located in Denmark.", 1),  # kind 1
           ("What religion do most people in Tunisia follow?", "Most people in Tunisia follow Islam.",
@@ -126,7 +156,9 @@ def test_learned_judges_on_invented_pairs():
            "When was the Old Mill of Brenhaven built, and", 0)]  # kind 5
     judge = make_equivalence_judge("learned")
     got = judge.judge_many([(a, b) for _, a, b, _ in eq], [q for q, *_ in eq])
-    assert got.tolist() == [lab for *_, lab in eq]
+    assert got.tolist() == [1, 0, 0, 0, 0]  # kind 2 missed by the cascade
+    full = judge.scorer.proba(judge.features([(a, b) for _, a, b, _ in eq], [q for q, *_ in eq]))
+    assert (full >= 0.5).astype(int).tolist() == [lab for *_, lab in eq]  # the full model on every feature
     corr = make_correctness_judge("learned")
     got = corr.judge_many([("Portuguese is spoken in Brazil.", ["Portuguese Language"]),  # kind 6
                            ("I don't know the capital of Norway.", ["Oslo"])],

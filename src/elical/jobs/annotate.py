@@ -38,8 +38,8 @@ class Annotator:
                 equivalence: str | None = None, model=None, tokenizer=None, judge_model: str | None = None,
                 judge_base_url: str | None = None, judge_with_qa_model: bool = False,
                 client: dict | None = None) -> "Annotator":
-        """Judges by name (:data:`elical.judges.EQUIVALENCE_JUDGES` / ``CORRECTNESS_JUDGES``; defaults ``DEFAULT_CORRECTNESS`` "span-contains" and
-        ``DEFAULT_EQUIVALENCE`` "span").
+        """Judges by name (:data:`elical.judges.EQUIVALENCE_JUDGES` / ``CORRECTNESS_JUDGES``; defaults ``DEFAULT_CORRECTNESS`` and
+        ``DEFAULT_EQUIVALENCE``, both "learned").
 
         ``semantic_model``: local model directory for the judges that take one ("embedding", "span": default the
         packaged all-MiniLM-L6-v2; "nli": required). The "llm" judges need their own judge: ``judge_model`` (a

@@ -174,9 +174,9 @@ class RunConfig:
     semantic_model: str | None = _opt(None, "--judge-model", "model for the judges: a local directory for embedding "
                                       "/ span / nli; for llm a local judge model directory, or the model name sent "
                                       "to --judge-base-url")
-    correctness_judge: str = _opt("span-contains", "--correctness-judge", "correctness of an answer against the gold "
+    correctness_judge: str = _opt("learned", "--correctness-judge", "correctness of an answer against the gold "
                                   "aliases (default {default})", choices=_correctness)
-    equivalence_judge: str = _opt("span", "--equivalence-judge", "a sample's agreement with the greedy answer "
+    equivalence_judge: str = _opt("learned", "--equivalence-judge", "a sample's agreement with the greedy answer "
                                   "(default {default})", choices=_equivalence)
     # the llm judge's server (never the QA model unless judge_with_qa_model)
     judge_base_url: str | None = _opt(None, "--judge-base-url",

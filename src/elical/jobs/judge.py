@@ -151,8 +151,8 @@ def register(sub) -> None:
                        "generating, into a new directory")
     p.add_argument("directory", help="an `elical run` or `elical build` directory")
     p.add_argument("--output", required=True, help="new directory for the re-judged records (never the source)")
-    p.add_argument("--correctness-judge", choices=correctness_names(), help="default: span-contains")
-    p.add_argument("--equivalence-judge", choices=equivalence_names(), help="default: span")
+    p.add_argument("--correctness-judge", choices=correctness_names(), help="default: learned")
+    p.add_argument("--equivalence-judge", choices=equivalence_names(), help="default: learned")
     p.add_argument("--judge-model", help="local model directory for the embedding, span or nli judge; for llm a "
                    "local judge model directory, or the model name sent to --judge-base-url")
     p.add_argument("--judge-base-url", help="llm judge: an OpenAI-compatible server, e.g. http://host:8000/v1")

@@ -2,13 +2,15 @@
 
 Two questions are asked of every generated answer (HonestyBench, Ni et al., arXiv 2510.17509, Sec. 3):
 
-* **correctness** — does the answer give a gold alias? (default "span-contains", `SpanCorrectnessJudge`);
-* **equivalence** — does a sampled answer agree with the greedy answer? (default "span",
-  `SpanEquivalenceJudge`: the ``consistency_judgement`` behind self-consistency and Consis-Sem).
+* **correctness** — does the answer give a gold alias? (default "learned", `LearnedCorrectnessJudge`);
+* **equivalence** — does a sampled answer agree with the greedy answer? (default "learned",
+  `LearnedEquivalenceJudge`: the ``consistency_judgement`` behind self-consistency and Consis-Sem).
+  The learned judges measured better than the rules on the question styles the rules were not written on
+  (docs/benchmarks.md, "Judges"); "span" / "span-contains" (the earlier defaults) stay available by name.
 
 Both receive the question. Modules: `base` (interfaces, input checks), `text` (normalization, numbers, F1,
 ROUGE-L), `rules` (exact / contains / lexical judges), `semantic` (embedding), `span` (question-aware answer
-spans, the defaults), `extract` (answer extraction; the "normalized" alias-containment floor), `features` and
+spans, the earlier defaults), `extract` (answer extraction; the "normalized" alias-containment floor), `features` and
 `learned` (the "learned" classifiers over features, weights shipped in ``learned_weights.json``), `choices`
 (MMLU lettered choices), `nli`, `llm`, `explain` (``elical judge-explain``). Judges are made by name from
 `EQUIVALENCE_JUDGES` / `CORRECTNESS_JUDGES` (`make_equivalence_judge`, `make_correctness_judge`); the CLI's
@@ -145,7 +147,7 @@ EQUIVALENCE_JUDGES.add("embedding", _embedding, summary="whole-answer MiniLM cos
                        accepts=_MINILM)
 CORRECTNESS_JUDGES.add("embedding", _embedding_correctness, summary="MiniLM cosine with any alias",
                        model_kw="model_path", accepts=_MINILM)
-EQUIVALENCE_JUDGES.add("span", _span, summary="answer spans beyond the question (default equivalence)",
+EQUIVALENCE_JUDGES.add("span", _span, summary="answer spans beyond the question (the rules; default before learned)",
                        model_kw="model_path", accepts=(*_MINILM, "short_threshold", "fuzzy_cut"))
 # span correctness reads the answer spans and the aliases only: no model (--judge-model goes to the equivalence)
 CORRECTNESS_JUDGES.add("span", _span_correctness, summary="a gold alias within the answer span", model_kw=None,
@@ -153,11 +155,11 @@ CORRECTNESS_JUDGES.add("span", _span_correctness, summary="a gold alias within t
 CORRECTNESS_JUDGES.add("normalized", _normalized, summary="SQuAD-normalised alias containment, numbers as values, "
                        "non-answers never correct (the floor)", model_kw=None, accepts=())
 CORRECTNESS_JUDGES.add("span-contains", _span_correctness,
-                       summary="gold alias within the answer span (default correctness)", model_kw=None,
+                       summary="gold alias within the answer span (the rules; default before learned)", model_kw=None,
                        accepts=("fuzzy_cut",))
 _LEARNED = ("model_path", "weights", "threshold", "device", "batch_size")
 EQUIVALENCE_JUDGES.add("learned", _learned("equivalence"), model_kw="model_path", accepts=_LEARNED,
-                       summary="classifier over overlap/number/negation/echo/MiniLM features (shipped weights)")
+                       summary="classifier over overlap/salient-word/number/echo/MiniLM features (default equivalence)")
 CORRECTNESS_JUDGES.add("learned", _learned("correctness"), model_kw="model_path", accepts=_LEARNED,
                        summary="classifier over alias-overlap/number/echo/MiniLM features, max over aliases")
 EQUIVALENCE_JUDGES.add("nli", _nli_equivalence, needs=("model_path",),
@@ -169,8 +171,8 @@ EQUIVALENCE_JUDGES.add("llm", _llm("equivalence"), needs=("complete",),
 CORRECTNESS_JUDGES.add("llm", _llm("correctness"), needs=("complete",),
                        summary="a judge language model (never the QA model unless asked)", model_kw=None, accepts=_LLM)
 JUDGE_NAMES = tuple(dict.fromkeys([*CORRECTNESS_JUDGES, *EQUIVALENCE_JUDGES]))
-DEFAULT_EQUIVALENCE = "span"
-DEFAULT_CORRECTNESS = "span-contains"
+DEFAULT_EQUIVALENCE = "learned"
+DEFAULT_CORRECTNESS = "learned"
 
 
 def equivalence_names() -> list[str]:

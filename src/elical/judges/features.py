@@ -1,6 +1,6 @@
 """Features of a pair of answers for the learned judges: lexical overlap both ways, the same beyond the question's
-words, numbers, non-answers, polarity (correctness only: a negation-agreement feature for equivalence showed no gain
-in grouped cross-validation and was dropped), and soft token alignment with the offline MiniLM encoder.
+words, numbers, non-answers, salient words (capitalised words and numbers beyond the question: what a long answer
+commits to), yes/no polarity, and soft token alignment with the offline MiniLM encoder.
 
 Two feature sets, each a fixed, named vector (the names are stored beside the shipped weights):
 
@@ -10,24 +10,26 @@ Two feature sets, each a fixed, named vector (the names are stored beside the sh
 Lexical features use `elical.judges.extract.extract` (SQuAD-normalised tokens, content words, words beyond the
 question). Soft alignment is BERTScore (Zhang et al., 2020, greedy matching of contextual token embeddings) computed
 on the token embeddings of all-MiniLM-L6-v2 (`TokenEncoder`), with the answer's word pieces that also occur in the
-question left out, so an echo of the question earns nothing; plus the sentence-embedding cosine.
+question left out, so an echo of the question earns nothing; plus the sentence-embedding cosine. The soft features
+(`SOFT_FEATURES`) are NaN when no encoder is given: the learned judges' cheap first stage reads only the others.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from difflib import SequenceMatcher
 from typing import Sequence
 
 import numpy as np
 
-from elical.judges.extract import Extraction, alias_contained, extract
+from elical.judges.extract import NEGATIONS, STOP_WORDS, Extraction, alias_contained, extract
 from elical.judges.semantic import Embedder
 from elical.judges.text import find_spans, normalize_answer, token_f1
 
-__all__ = ["TokenEncoder", "EQUIVALENCE_FEATURES", "CORRECTNESS_FEATURES", "equivalence_features",
-           "correctness_features", "overlap", "bertscore"]
+__all__ = ["TokenEncoder", "EQUIVALENCE_FEATURES", "CORRECTNESS_FEATURES", "SOFT_FEATURES", "equivalence_features",
+           "correctness_features", "overlap", "bertscore", "salient"]
 
 
 def overlap(x: Sequence[str], y: Sequence[str]) -> tuple[float, float]:
@@ -122,8 +124,9 @@ def bertscore(ta: tuple, tb: tuple, drop: frozenset[int] = frozenset()) -> tuple
 EQUIVALENCE_FEATURES = (
     "f1", "cover_min", "cover_max", "beyond_f1", "beyond_min", "beyond_max", "beyond_equal", "contained",
     "nonanswer_any", "nonanswer_both", "echo_any", "numbers_same", "numbers_conflict", "numbers_one_side",
-    "length_gap", "cosine", "bertscore_min", "bertscore_max", "bertscore_q_min",
-    "bertscore_q_max",
+    "length_gap", "salient_min", "salient_max", "salient_first_both", "salient_first_any", "salient_disjoint",
+    "yesno_conflict", "negation_parity_differs", "lead_both", "lead_any",
+    "cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max",
 )  # fmt: skip
 CORRECTNESS_FEATURES = (
     "floor", "alias_recall", "alias_recall_beyond", "answer_precision", "alias_in_question", "fuzzy_recall",
@@ -132,28 +135,67 @@ CORRECTNESS_FEATURES = (
 )  # fmt: skip
 
 
+#: The features read from the MiniLM encoder (NaN without one).
+SOFT_FEATURES = frozenset({"cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max",
+                           "bertscore_recall", "bertscore_precision_q"})
+_WORD = re.compile(r"[^\W_][\w'.-]*")
+_NOT_SALIENT = STOP_WORDS | NEGATIONS | {"yes"}
+_NO = frozenset({"no", "not", "never", "isnt", "doesnt", "cannot", "cant", "arent", "wasnt", "werent", "didnt"})
+
+
+def salient(text: str, question: str | None) -> list[str]:
+    """The normalised tokens of ``text``'s capitalised or digit-initial words that are neither stop words, yes/no
+    and negations nor the question's: the names and numbers an answer commits to, in order ("The Nile flows through Cairo." -> ["nile",
+    "cairo"] for "Which river flows through the capital of Egypt?")."""
+    q = set(normalize_answer(question).split()) if question else set()
+    return [t for w in _WORD.findall(text) if w[0].isupper() or w[0].isdigit()
+            for t in normalize_answer(w).split() if t not in q and t not in _NOT_SALIENT]
+
+
+def _cover(x: list[str], other: set[str]) -> float:
+    return sum(t in other for t in x) / len(x) if x else -1.0
+
+
+def _polarity(x: Extraction, question: str | None) -> tuple[bool, bool, int]:
+    """(says yes in its first three words, says no there, parity of its negation words beyond the question's)."""
+    q = set(normalize_answer(question).split()) if question else set()
+    return "yes" in x.tokens[:3], "no" in x.tokens[:3], sum(t in _NO and t not in q for t in x.tokens) % 2
+
+
 def _contained(x: Extraction, y: Extraction) -> float:
     short, long_ = sorted((x.tokens, y.tokens), key=len)
     return float(bool(short) and bool(find_spans(short, long_)))
 
 
-def equivalence_features(a: str, b: str, question: str | None, enc: TokenEncoder) -> list[float]:
-    """`EQUIVALENCE_FEATURES` of the pair, symmetric in a and b (a list of float; texts are encoded by ``enc``)."""
+def equivalence_features(a: str, b: str, question: str | None, enc: TokenEncoder | None) -> list[float]:
+    """`EQUIVALENCE_FEATURES` of the pair, symmetric in a and b (a list of float; texts are encoded by ``enc``; the
+    `SOFT_FEATURES` are NaN when ``enc`` is None)."""
     x, y = extract(a, question), extract(b, question)
     ca, cb = overlap(x.content, y.content)
     ba, bb = overlap(x.beyond, y.beyond)
     nx, ny = x.new_numbers, y.new_numbers
-    tx, ty = enc.tokens(a.strip()), enc.tokens(b.strip())
-    p, r = bertscore(tx, ty)
-    drop = enc.question_ids(question)
-    pq, rq = bertscore(tx, ty, drop)
+    sa, sb = salient(a, question), salient(b, question)
+    ta, tb = set(x.tokens), set(y.tokens)
+    first_a, first_b = bool(sa) and sa[0] in tb, bool(sb) and sb[0] in ta
+    lead_a, lead_b = bool(x.beyond) and x.beyond[0] in tb, bool(y.beyond) and y.beyond[0] in ta
+    (ya, na, pa), (yb, nb, pb) = _polarity(x, question), _polarity(y, question)
+    soft = [math.nan] * 5
+    if enc is not None:
+        tx, ty = enc.tokens(a.strip()), enc.tokens(b.strip())
+        p, r = bertscore(tx, ty)
+        pq, rq = bertscore(tx, ty, enc.question_ids(question))
+        soft = [float(enc.sentence(a.strip()) @ enc.sentence(b.strip())), min(p, r), max(p, r), min(pq, rq),
+                max(pq, rq)]
+    cover = (_cover(sa, tb), _cover(sb, ta))
     return [
         token_f1(a, b), min(ca, cb), max(ca, cb), _f1(ba, bb), min(ba, bb), max(ba, bb),
         float(bool(x.beyond) and set(x.beyond) == set(y.beyond)), _contained(x, y),
         float(not x.answers or not y.answers), float(not x.answers and not y.answers), float(x.echo or y.echo),
         float(bool(nx) and nx == ny), float(bool(nx) and bool(ny) and not nx & ny), float(bool(nx) != bool(ny)),
         abs(math.log1p(len(x.tokens)) - math.log1p(len(y.tokens))),
-        float(enc.sentence(a.strip()) @ enc.sentence(b.strip())), min(p, r), max(p, r), min(pq, rq), max(pq, rq),
+        min(cover), max(cover), float(first_a and first_b), float(first_a or first_b),
+        float(bool(sa) and bool(sb) and not set(sa) & set(sb)), float((ya and nb) or (na and yb)), float(pa != pb),
+        float(lead_a and lead_b), float(lead_a or lead_b), *soft,
     ]
 
 
@@ -166,8 +208,9 @@ def _fuzzy_recall(want: Sequence[str], have: Sequence[str]) -> float:
     return sum(max(SequenceMatcher(None, w, h).ratio() for h in have) for w in want) / len(want)
 
 
-def correctness_features(answer: str, alias: str, question: str | None, enc: TokenEncoder) -> list[float]:
-    """`CORRECTNESS_FEATURES` of (answer, one gold alias) (a list of float; texts are encoded by ``enc``)."""
+def correctness_features(answer: str, alias: str, question: str | None, enc: TokenEncoder | None) -> list[float]:
+    """`CORRECTNESS_FEATURES` of (answer, one gold alias) (a list of float; texts are encoded by ``enc``; the
+    `SOFT_FEATURES` are NaN when ``enc`` is None)."""
     x = extract(answer, question)
     g = extract(alias, None)
     want = g.content or g.tokens
@@ -176,12 +219,14 @@ def correctness_features(answer: str, alias: str, question: str | None, enc: Tok
     prec, _ = overlap(x.beyond, g.tokens)
     q_toks = tuple(normalize_answer(question).split()) if question else ()
     in_q = float(bool(g.tokens) and bool(find_spans(g.tokens, q_toks)))
-    tx, tg = enc.tokens(answer.strip()), enc.tokens(alias.strip())
-    _, bs_r = bertscore(tx, tg)
-    bs_pq, _ = bertscore(tx, tg, enc.question_ids(question))
+    soft = [math.nan] * 3
+    if enc is not None:
+        tx, tg = enc.tokens(answer.strip()), enc.tokens(alias.strip())
+        soft = [float(enc.sentence(answer.strip()) @ enc.sentence(alias.strip())), bertscore(tx, tg)[1],
+                bertscore(tx, tg, enc.question_ids(question))[0]]
     return [
         float(alias_contained(answer, alias, question)), rec, rec_beyond, prec, in_q,
         _fuzzy_recall(want, x.tokens), float(not x.answers), float(x.echo), float(bool(g.numbers)),
         float(bool(g.numbers) and g.numbers <= x.numbers), float(bool(x.new_numbers - g.numbers)),
-        float(x.negated), float(enc.sentence(answer.strip()) @ enc.sentence(alias.strip())), bs_r, bs_pq,
+        float(x.negated), *soft,
     ]

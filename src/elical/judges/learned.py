@@ -8,6 +8,11 @@ by question chose (docs/benchmarks.md); both are evaluated here with numpy alone
 * `LearnedEquivalenceJudge`: P(sample says the same as the greedy answer) >= threshold;
 * `LearnedCorrectnessJudge`: max over gold aliases of P(answer gives the alias) >= threshold.
 
+Each is a two-stage cascade: a first model reads only the lexical features (no encoder); where its probability is
+inside the shipped ``band`` (default (0.2, 0.8): the pairs it is unsure of) the texts are encoded with MiniLM and the
+full model decides. Grouped CV found the cascade as accurate as the full model while encoding about a third of the
+pairs (docs/benchmarks.md), so the encoder, the judges' main cost, runs only where it helps.
+
 Both explain a decision (`explain`): the extraction of each side, every feature and the probability.
 Source: a trained answer-equivalence classifier over cheap features, as PEDANTS (Li et al., 2024); BERTScore
 features (Zhang et al., 2020).
@@ -23,8 +28,8 @@ import numpy as np
 
 from elical.judges.base import CorrectnessBase, PairJudge, check_alias_pairs, check_pairs, question_at
 from elical.judges.extract import extract
-from elical.judges.features import (CORRECTNESS_FEATURES, EQUIVALENCE_FEATURES, TokenEncoder, correctness_features,
-                                    equivalence_features)
+from elical.judges.features import (CORRECTNESS_FEATURES, EQUIVALENCE_FEATURES, SOFT_FEATURES, TokenEncoder,
+                                    correctness_features, equivalence_features)
 
 __all__ = ["WEIGHTS_PATH", "Scorer", "export_model", "LearnedEquivalenceJudge", "LearnedCorrectnessJudge"]
 
@@ -109,10 +114,17 @@ class _Learned:
 
     def __init__(self, model_path=None, weights=None, threshold: float | None = None, device: str = "cpu",
                  batch_size: int = 64):
-        self.scorer = Scorer(load_weights(weights)[self.task])
+        shipped = load_weights(weights)
+        self.scorer = Scorer(shipped[self.task])
         if self.scorer.features != self.names:
             raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task} features {self.scorer.features} do not match "
                              f"this version's {self.names}; retrain with benchmarks/judge_cv.py --write")
+        cheap = shipped.get(f"{self.task}_cheap")
+        self.cheap = Scorer(cheap) if cheap else None
+        self.band = tuple(cheap["band"]) if cheap else (0.0, 1.0)
+        if self.cheap is not None and (set(self.cheap.features) - set(self.names) or
+                                       set(self.cheap.features) & SOFT_FEATURES):
+            raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task}_cheap must read only lexical features")
         self.threshold = self.scorer.threshold if threshold is None else float(threshold)
         # One encoder (and text cache) per model and device, shared by the two judges: the answers a run judges for
         # equivalence are the ones it judges for correctness, so each is encoded once.
@@ -124,9 +136,26 @@ class _Learned:
         """The MiniLM encoder behind the soft-alignment features (loaded on first use)."""
         return self.encoder.model
 
+    def _cascade(self, rows: list, featurize) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(P(label 1) per row, the feature matrix, which rows the full model decided). ``featurize(row, enc)`` is a
+        row's feature list (soft features NaN for enc None); the encoder runs only on the rows the cheap model is
+        unsure of (all rows without a cheap model)."""
+        X = np.array([featurize(r, None) for r in rows], dtype=float).reshape(len(rows), len(self.names))
+        full = np.ones(len(rows), dtype=bool)
+        p = np.zeros(len(rows))
+        if self.cheap is not None and len(rows):
+            p = self.cheap.proba(X[:, [self.names.index(f) for f in self.cheap.features]])
+            full = (p > self.band[0]) & (p < self.band[1])
+        idx = np.flatnonzero(full)
+        if len(idx):
+            self.encoder.encode_all([t.strip() for i in idx for t in rows[i][:2]])
+            X[idx] = [featurize(rows[i], self.encoder) for i in idx]
+            p[idx] = self.scorer.proba(X[idx])
+        return p, X, full
+
 
 class LearnedEquivalenceJudge(_Learned, PairJudge):
-    """Equivalence of two answers to one question by the shipped classifier ("learned"; not the default).
+    """Equivalence of two answers to one question by the shipped classifier ("learned"; the default).
 
     Parameters: model_path (MiniLM directory, default the packaged all-MiniLM-L6-v2), weights (a JSON file, default
     the shipped `WEIGHTS_PATH`), threshold (probability cut, default the shipped one, 0.5), device, batch_size.
@@ -137,30 +166,36 @@ class LearnedEquivalenceJudge(_Learned, PairJudge):
     names = EQUIVALENCE_FEATURES
 
     def features(self, pairs, questions=None) -> np.ndarray:
-        """n (a, b) pairs -> ndarray of shape (n, len(EQUIVALENCE_FEATURES)); all texts encoded in batches first."""
+        """n (a, b) pairs -> ndarray of shape (n, len(EQUIVALENCE_FEATURES)), every feature (all texts encoded)."""
         pairs = check_pairs(pairs, questions)
         self.encoder.encode_all([s.strip() for p in pairs for s in p])
         return np.array([equivalence_features(a, b, question_at(questions, i), self.encoder)
                          for i, (a, b) in enumerate(pairs)], dtype=float).reshape(len(pairs), len(self.names))
 
+    def _rows(self, pairs, questions):
+        pairs = check_pairs(pairs, questions)
+        return [(a, b, question_at(questions, i)) for i, (a, b) in enumerate(pairs)]
+
     def scores(self, pairs, questions=None) -> np.ndarray:
-        """P(same answer) of each pair, shape (n,)."""
-        return self.scorer.proba(self.features(pairs, questions)) if len(pairs) else np.zeros(0)
+        """P(same answer) of each pair, shape (n,) (the cascade: the full model only where the cheap one is unsure)."""
+        return self._cascade(self._rows(pairs, questions), lambda r, enc: equivalence_features(*r, enc))[0]
 
     def judge_many(self, pairs: Sequence[tuple[str, str]], questions=None) -> np.ndarray:
         """n (a, b) pairs -> ndarray of int 0/1, shape (n,)."""
         return (self.scores(pairs, questions) >= self.threshold).astype(int)
 
     def explain(self, a: str, b: str, question: str | None = None) -> dict:
-        """The extraction of each answer, every feature, the probability and the verdict of one pair."""
-        x = self.features([(a, b)], None if question is None else [question])[0]
-        p = float(self.scorer.proba(x[None])[0])
+        """The extraction of each answer, every feature (soft ones NaN where the cheap model decided), which model
+        decided, the probability and the verdict of one pair."""
+        p, X, full = self._cascade(self._rows([(a, b)], None if question is None else [question]),
+                                   lambda r, enc: equivalence_features(*r, enc))
         return {"a": extract(a, question).__dict__, "b": extract(b, question).__dict__,
-                "features": dict(zip(self.names, x.tolist())), "probability": p, "verdict": int(p >= self.threshold)}
+                "features": dict(zip(self.names, X[0].tolist())), "decided_by": "full" if full[0] else "cheap",
+                "probability": float(p[0]), "verdict": int(p[0] >= self.threshold)}
 
 
 class LearnedCorrectnessJudge(_Learned, CorrectnessBase):
-    """Correctness of an answer by the shipped classifier ("learned"; not the default): the highest probability over
+    """Correctness of an answer by the shipped classifier ("learned"; the default): the highest probability over
     the gold aliases that are not empty after normalisation, against the threshold. Parameters as
     `LearnedEquivalenceJudge`."""
 
@@ -168,20 +203,30 @@ class LearnedCorrectnessJudge(_Learned, CorrectnessBase):
     task = "correctness"
     names = CORRECTNESS_FEATURES
 
-    def _flat(self, pairs, questions):
-        flat = [(i, r, a, question_at(questions, i)) for i, (r, aliases) in enumerate(pairs)
+    @staticmethod
+    def _rows(pairs, questions) -> list[tuple[int, str, str, str | None]]:
+        """(pair index, answer, alias, question) of every alias with a word after normalisation."""
+        return [(i, r, a, question_at(questions, i)) for i, (r, aliases) in enumerate(pairs)
                 for a in aliases if extract(a).tokens]
+
+    def _flat(self, pairs, questions):
+        """(rows, every feature of each row, all texts encoded): the training matrix of benchmarks/judge_cv.py."""
+        flat = self._rows(pairs, questions)
         self.encoder.encode_all([s.strip() for _, r, a, _ in flat for s in (r, a)])
         X = np.array([correctness_features(r, a, q, self.encoder) for _, r, a, q in flat], dtype=float)
         return flat, X.reshape(len(flat), len(self.names))
 
+    def _score_rows(self, pairs, questions):
+        flat = self._rows(check_alias_pairs(pairs, questions), questions)
+        p, X, full = self._cascade([(r, a, q) for _, r, a, q in flat], lambda t, enc: correctness_features(*t, enc))
+        return flat, p, X, full
+
     def scores(self, pairs, questions=None) -> np.ndarray:
         """max over aliases of P(the answer gives the alias), shape (n,); 0.0 where no alias has a word."""
-        pairs = check_alias_pairs(pairs, questions)
-        flat, X = self._flat(pairs, questions)
+        flat, p, _, _ = self._score_rows(pairs, questions)
         out = np.zeros(len(pairs))
         if flat:
-            np.maximum.at(out, np.array([f[0] for f in flat]), self.scorer.proba(X))
+            np.maximum.at(out, np.array([f[0] for f in flat]), p)
         return out
 
     def judge_many(self, pairs: Sequence[tuple[str, Sequence[str]]], questions=None) -> np.ndarray:
@@ -189,11 +234,11 @@ class LearnedCorrectnessJudge(_Learned, CorrectnessBase):
         return (self.scores(pairs, questions) >= self.threshold).astype(int)
 
     def explain(self, answer: str, aliases: Sequence[str], question: str | None = None) -> dict:
-        """The answer's extraction and, per alias, every feature and the probability; the verdict."""
-        pairs = check_alias_pairs([(answer, aliases)])
-        flat, X = self._flat(pairs, None if question is None else [question])
-        per = [{"alias": a, "features": dict(zip(self.names, x.tolist())), "probability": float(p)}
-               for (_, _, a, _), x, p in zip(flat, X, self.scorer.proba(X) if flat else [])]
+        """The answer's extraction and, per alias, every feature (soft ones NaN where the cheap model decided),
+        which model decided and the probability; the verdict."""
+        flat, P, X, full = self._score_rows([(answer, aliases)], None if question is None else [question])
+        per = [{"alias": a, "features": dict(zip(self.names, x.tolist())), "decided_by": "full" if f else "cheap",
+                "probability": float(p)} for (_, _, a, _), x, p, f in zip(flat, X, P, full)]
         best = max((d["probability"] for d in per), default=0.0)
         return {"answer": extract(answer, question).__dict__, "aliases": per, "probability": best,
                 "verdict": int(best >= self.threshold)}

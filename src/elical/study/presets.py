@@ -29,7 +29,7 @@ class StudyPreset:
     name: str
     datasets: tuple[str, ...] = HONESTYBENCH_DATASETS
     n_train: int = 5000
-    n_eval: int = 200
+    n_eval: int = 500
     n_samples: int = 5
     max_new_tokens: int = 20
     batch_size: int = 32
