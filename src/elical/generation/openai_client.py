@@ -138,11 +138,12 @@ def client_options(timeout=None, max_retries=None, concurrency=None) -> dict:
 
 
 def require_openai(option: str) -> None:
-    """Raise :class:`elical.records.InputError` (exit 2) naming ``option`` when the ``openai`` package is missing."""
-    try:
-        import openai  # noqa: F401
-    except ImportError:
-        from elical.records import InputError
+    """Raise :class:`elical.records.InputError` (exit 2) naming ``option`` when the ``openai`` package is missing
+    (the message of :func:`elical.extras.require`)."""
+    from elical.extras import MissingExtraError, require
+    from elical.records import InputError
 
-        raise InputError(option, None, option, "talking to an OpenAI-compatible server needs the openai package: "
-                         "pip install 'elical[openai]'") from None
+    try:
+        require("openai", "openai", "talking to an OpenAI-compatible server")
+    except MissingExtraError as exc:
+        raise InputError(option, None, option, str(exc)) from None
