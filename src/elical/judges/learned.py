@@ -108,6 +108,11 @@ def load_weights(path=None) -> dict:
         return json.load(f)
 
 
+def _named(names: Sequence[str], x: np.ndarray) -> dict:
+    """Feature name -> value; None for a soft feature the cheap stage did not compute (NaN), so the dict is JSON."""
+    return {n: None if np.isnan(v) else float(v) for n, v in zip(names, x)}
+
+
 class _Learned:
     task = "?"
     names: tuple = ()
@@ -190,7 +195,7 @@ class LearnedEquivalenceJudge(_Learned, PairJudge):
         p, X, full = self._cascade(self._rows([(a, b)], None if question is None else [question]),
                                    lambda r, enc: equivalence_features(*r, enc))
         return {"a": extract(a, question).__dict__, "b": extract(b, question).__dict__,
-                "features": dict(zip(self.names, X[0].tolist())), "decided_by": "full" if full[0] else "cheap",
+                "features": _named(self.names, X[0]), "decided_by": "full" if full[0] else "cheap",
                 "probability": float(p[0]), "verdict": int(p[0] >= self.threshold)}
 
 
@@ -237,7 +242,7 @@ class LearnedCorrectnessJudge(_Learned, CorrectnessBase):
         """The answer's extraction and, per alias, every feature (soft ones NaN where the cheap model decided),
         which model decided and the probability; the verdict."""
         flat, P, X, full = self._score_rows([(answer, aliases)], None if question is None else [question])
-        per = [{"alias": a, "features": dict(zip(self.names, x.tolist())), "decided_by": "full" if f else "cheap",
+        per = [{"alias": a, "features": _named(self.names, x), "decided_by": "full" if f else "cheap",
                 "probability": float(p)} for (_, _, a, _), x, p, f in zip(flat, X, P, full)]
         best = max((d["probability"] for d in per), default=0.0)
         return {"answer": extract(answer, question).__dict__, "aliases": per, "probability": best,
