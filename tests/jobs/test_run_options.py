@@ -44,7 +44,7 @@ def test_defaults_are_the_presets():
     d = RunConfig()
     assert (d.n_train, d.n_eval, d.n_samples, d.max_new_tokens, d.k_values, d.batch_size, d.layer, d.pooling,
             d.correctness_judge, d.equivalence_judge, d.model_estimators) == \
-        (600, 300, 5, 20, (16, 64, 256), 32, -1, "last", "span-contains", "span", True)
+        (600, 300, 5, 20, (16, 64, 256), 32, -1, "last", "learned", "learned", True)
 
 
 def test_every_option_reaches_its_field(tmp_path):

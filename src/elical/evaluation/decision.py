@@ -55,7 +55,7 @@ def _counts(y: np.ndarray, c: np.ndarray):
 
 def risk_threshold(y, c, risk: float) -> float:
     """The lowest threshold whose answered questions have an error rate <= ``risk`` (the largest coverage at that
-    risk); one above 1.0 (answer nothing) when no threshold reaches it."""
+    risk); one above max(1.0, max(c)) (answer nothing) when no threshold reaches it."""
     y, c = np.asarray(y), np.asarray(c, dtype=np.float64)
     candidates, n_pos, n_neg = _counts(y, c)
     answered = n_pos + n_neg

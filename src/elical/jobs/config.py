@@ -171,9 +171,9 @@ class RunConfig:
                                      "else that control is skipped)")
     seed: int = _opt(0, "--seed", "seed of question choice, sampling, label subsets and heads", type=int)
     device: str = _opt("cpu", "--device", "cpu, cuda, cuda:1, ...")
-    semantic_model: str | None = _opt(None, "--judge-model", "model for the judges: a local directory for embedding "
-                                      "/ span / nli; for llm a local judge model directory, or the model name sent "
-                                      "to --judge-base-url")
+    semantic_model: str | None = _opt(None, "--judge-model", "model for the judges: a local directory for learned "
+                                      "/ embedding / span / nli; for llm a local judge model directory, or the "
+                                      "model name sent to --judge-base-url")
     correctness_judge: str = _opt("learned", "--correctness-judge", "correctness of an answer against the gold "
                                   "aliases (default {default})", choices=_correctness)
     equivalence_judge: str = _opt("learned", "--equivalence-judge", "a sample's agreement with the greedy answer "

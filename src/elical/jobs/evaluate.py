@@ -170,7 +170,9 @@ def _se_judge(name: str, model_path: str | None, cfg: dict):
 
     try:
         keyword = judge_model_kw(name, "equivalence")  # None: the judge takes no model (the registry says)
-        model_path = (model_path or cfg.get("semantic_model")) if keyword else model_path
+        # the run's --judge-model belongs to the run's own judge (for an llm judge: a model name on a server)
+        own = cfg.get("semantic_model") if cfg.get("equivalence_judge") == name else None
+        model_path = (model_path or own) if keyword else model_path
         return make_equivalence_judge(name, **({keyword or "model_path": model_path} if model_path else {}))
     except ValueError as exc:
         raise InputError("--se-judge", None, "--se-judge", str(exc)) from None

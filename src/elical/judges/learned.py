@@ -126,11 +126,15 @@ class _Learned:
                              f"this version's {self.names}; retrain with benchmarks/judge_cv.py --write")
         cheap = shipped.get(f"{self.task}_cheap")
         self.cheap = Scorer(cheap) if cheap else None
-        self.band = tuple(cheap["band"]) if cheap else (0.0, 1.0)
+        self.band = tuple(float(b) for b in cheap["band"]) if cheap else (0.0, 1.0)
         if self.cheap is not None and (set(self.cheap.features) - set(self.names) or
                                        set(self.cheap.features) & SOFT_FEATURES):
             raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task}_cheap must read only lexical features")
+        if not 0.0 <= self.band[0] < self.band[1] <= 1.0:
+            raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task}_cheap band {self.band} is not 0 <= lo < hi <= 1")
         self.threshold = self.scorer.threshold if threshold is None else float(threshold)
+        # a cut outside the band would leave the pairs nearest to it to the cheap stage: widen the band to hold it
+        self.band = (min(self.band[0], self.threshold), max(self.band[1], self.threshold))
         # One encoder (and text cache) per model and device, shared by the two judges: the answers a run judges for
         # equivalence are the ones it judges for correctness, so each is encoded once.
         key = (str(model_path), device, batch_size)
@@ -222,14 +226,15 @@ class LearnedCorrectnessJudge(_Learned, CorrectnessBase):
         return flat, X.reshape(len(flat), len(self.names))
 
     def _score_rows(self, pairs, questions):
-        flat = self._rows(check_alias_pairs(pairs, questions), questions)
+        pairs = check_alias_pairs(pairs, questions)
+        flat = self._rows(pairs, questions)
         p, X, full = self._cascade([(r, a, q) for _, r, a, q in flat], lambda t, enc: correctness_features(*t, enc))
-        return flat, p, X, full
+        return len(pairs), flat, p, X, full
 
     def scores(self, pairs, questions=None) -> np.ndarray:
         """max over aliases of P(the answer gives the alias), shape (n,); 0.0 where no alias has a word."""
-        flat, p, _, _ = self._score_rows(pairs, questions)
-        out = np.zeros(len(pairs))
+        n, flat, p, _, _ = self._score_rows(pairs, questions)
+        out = np.zeros(n)
         if flat:
             np.maximum.at(out, np.array([f[0] for f in flat]), p)
         return out
@@ -241,7 +246,7 @@ class LearnedCorrectnessJudge(_Learned, CorrectnessBase):
     def explain(self, answer: str, aliases: Sequence[str], question: str | None = None) -> dict:
         """The answer's extraction and, per alias, every feature (soft ones NaN where the cheap model decided),
         which model decided and the probability; the verdict."""
-        flat, P, X, full = self._score_rows([(answer, aliases)], None if question is None else [question])
+        _, flat, P, X, full = self._score_rows([(answer, aliases)], None if question is None else [question])
         per = [{"alias": a, "features": _named(self.names, x), "decided_by": "full" if f else "cheap",
                 "probability": float(p)} for (_, _, a, _), x, p, f in zip(flat, X, P, full)]
         best = max((d["probability"] for d in per), default=0.0)

