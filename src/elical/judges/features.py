@@ -145,8 +145,8 @@ _NO = frozenset({"no", "not", "never", "isnt", "doesnt", "cannot", "cant", "aren
 
 def salient(text: str, question: str | None) -> list[str]:
     """The normalised tokens of ``text``'s capitalised or digit-initial words that are neither stop words, yes/no
-    and negations nor the question's: the names and numbers an answer commits to, in order ("The Nile flows through Cairo." -> ["nile",
-    "cairo"] for "Which river flows through the capital of Egypt?")."""
+    and negations nor the question's: the names and numbers an answer commits to, in order ("The Nile flows
+    through Cairo." -> ["nile", "cairo"] for "Which river flows through the capital of Egypt?")."""
     q = set(normalize_answer(question).split()) if question else set()
     return [t for w in _WORD.findall(text) if w[0].isupper() or w[0].isdigit()
             for t in normalize_answer(w).split() if t not in q and t not in _NOT_SALIENT]
