@@ -13,9 +13,9 @@ per (answer, stated alias); a prediction is the max over all gold aliases). Fold
 seed 0) over the SQuAD-normalised question, so no question is in a training and a test fold at once, even across
 sets. Models: logistic regression (standardised, class-balanced) and gradient boosting (class-balanced sample
 weights, seed 0); the one with the higher pooled balanced accuracy is shipped, for the full model (every feature)
-and for the cheap first stage (no MiniLM feature), and the cascade (cheap, then full inside BAND) is scored too. Rule judges are scored as they are
-(no training: but their rules were written on the dev sets). Columns: balanced accuracy, recall of label 1
-("same"/"correct") and of label 0.
+and for the cheap first stage (no MiniLM feature), and the cascade (cheap, then full inside BAND) is scored too.
+Rule judges are scored as they are (no training: but their rules were written on the dev sets). Columns: balanced
+accuracy, recall of label 1 ("same"/"correct") and of label 0.
 """
 
 from __future__ import annotations

@@ -38,13 +38,13 @@ class Annotator:
                 equivalence: str | None = None, model=None, tokenizer=None, judge_model: str | None = None,
                 judge_base_url: str | None = None, judge_with_qa_model: bool = False,
                 client: dict | None = None) -> "Annotator":
-        """Judges by name (:data:`elical.judges.EQUIVALENCE_JUDGES` / ``CORRECTNESS_JUDGES``; defaults ``DEFAULT_CORRECTNESS`` and
-        ``DEFAULT_EQUIVALENCE``, both "learned").
+        """Judges by name (:data:`elical.judges.EQUIVALENCE_JUDGES` / ``CORRECTNESS_JUDGES``; defaults
+        ``DEFAULT_CORRECTNESS`` and ``DEFAULT_EQUIVALENCE``, both "learned").
 
-        ``semantic_model``: local model directory for the judges that take one ("learned", "embedding", "span": default the
-        packaged all-MiniLM-L6-v2; "nli": required). The "llm" judges need their own judge: ``judge_model`` (a
-        local model directory) or ``judge_base_url`` (an OpenAI-compatible server; ``judge_model`` is then the
-        model name sent; ``client``: its ``timeout``, ``max_retries``, ``concurrency``,
+        ``semantic_model``: local model directory for the judges that take one ("learned", "embedding", "span":
+        default the packaged all-MiniLM-L6-v2; "nli": required). The "llm" judges need their own judge:
+        ``judge_model`` (a local model directory) or ``judge_base_url`` (an OpenAI-compatible server;
+        ``judge_model`` is then the model name sent; ``client``: its ``timeout``, ``max_retries``, ``concurrency``,
         :func:`elical.generation.openai_client.client_options`). Only with ``judge_with_qa_model=True`` do they
         use the QA model itself
         (``model``/``tokenizer``), with a warning, and ``describe()`` records ``judge_is_qa_model: true``.

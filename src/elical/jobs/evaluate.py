@@ -187,18 +187,18 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
     ``model_estimators``); an unknown name raises InputError. k : Verbal-k examples. batch_size / device : for the
     model (default: the run's). se_judge / se_judge_model : the equivalence judge that clusters answers for
     SE-Discrete / SE-Weighted (:func:`elical.judges.make_equivalence_judge`; by default the run's own
-    ``equivalence_judge`` (an llm judge falls back to the default, "learned"; a run without the field, "span") with its ``semantic_model``); se_length_normalized : see :func:`elical.estimators.training_free.se_weighted`. Returns the
-    updated results.json dict.
+    ``equivalence_judge`` (an llm judge falls back to the default, "learned"; a run without the field, "span") with
+    its ``semantic_model``); se_length_normalized : see :func:`elical.estimators.training_free.se_weighted`.
+    Returns the updated results.json dict.
     Raises InputError (nothing written) for bad input; see the module docstring."""
     from elical.estimators import ESTIMATORS, EstimatorContext, estimate, names_of_kind
+    from elical.judges import DEFAULT_EQUIVALENCE
 
     t0 = time.time()
     run_dir = Path(run_dir)
     cfg, rec_path, test, pool, line_of = _load_run(run_dir)
     if se_judge is None:  # the judge that made the run's consistency judgements (an llm judge needs its server)
         se_judge = cfg.get("equivalence_judge") or "span"
-        from elical.judges import DEFAULT_EQUIVALENCE
-
         se_judge = DEFAULT_EQUIVALENCE if se_judge == "llm" else se_judge
     strict = names is not None
     if names is None:

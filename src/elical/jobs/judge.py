@@ -153,8 +153,8 @@ def register(sub) -> None:
     p.add_argument("--output", required=True, help="new directory for the re-judged records (never the source)")
     p.add_argument("--correctness-judge", choices=correctness_names(), help="default: learned")
     p.add_argument("--equivalence-judge", choices=equivalence_names(), help="default: learned")
-    p.add_argument("--judge-model", help="local model directory for the learned, embedding, span or nli judge; for llm a "
-                   "local judge model directory, or the model name sent to --judge-base-url")
+    p.add_argument("--judge-model", help="local model directory for the learned, embedding, span or nli judge; for "
+                   "llm a local judge model directory, or the model name sent to --judge-base-url")
     p.add_argument("--judge-base-url", help="llm judge: an OpenAI-compatible server, e.g. http://host:8000/v1")
     from elical.generation.openai_client import CLIENT_ARGUMENTS
 

@@ -16,6 +16,7 @@ question left out, so an echo of the question earns nothing; plus the sentence-e
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -29,7 +30,7 @@ from elical.judges.semantic import Embedder
 from elical.judges.text import find_spans, normalize_answer, token_f1
 
 __all__ = ["TokenEncoder", "EQUIVALENCE_FEATURES", "CORRECTNESS_FEATURES", "SOFT_FEATURES", "equivalence_features",
-           "correctness_features", "overlap", "bertscore", "salient"]
+           "correctness_features", "equivalence_soft", "correctness_soft", "overlap", "bertscore", "salient"]
 
 
 def overlap(x: Sequence[str], y: Sequence[str]) -> tuple[float, float]:
@@ -135,7 +136,7 @@ CORRECTNESS_FEATURES = (
 )  # fmt: skip
 
 
-#: The features read from the MiniLM encoder (NaN without one).
+#: The features read from the MiniLM encoder (NaN without one); in both feature sets they come last.
 SOFT_FEATURES = frozenset({"cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max",
                            "bertscore_recall", "bertscore_precision_q"})
 _WORD = re.compile(r"[^\W_][\w'.-]*")
@@ -143,11 +144,16 @@ _NOT_SALIENT = STOP_WORDS | NEGATIONS | {"yes"}
 _NO = frozenset({"no", "not", "never", "isnt", "doesnt", "cannot", "cant", "arent", "wasnt", "werent", "didnt"})
 
 
+@functools.lru_cache(maxsize=1 << 12)
+def _question_words(question: str | None) -> frozenset[str]:
+    return frozenset(normalize_answer(question).split()) if question else frozenset()
+
+
 def salient(text: str, question: str | None) -> list[str]:
     """The normalised tokens of ``text``'s capitalised or digit-initial words that are neither stop words, yes/no
     and negations nor the question's: the names and numbers an answer commits to, in order ("The Nile flows
     through Cairo." -> ["nile", "cairo"] for "Which river flows through the capital of Egypt?")."""
-    q = set(normalize_answer(question).split()) if question else set()
+    q = _question_words(question)
     return [t for w in _WORD.findall(text) if w[0].isupper() or w[0].isdigit()
             for t in normalize_answer(w).split() if t not in q and t not in _NOT_SALIENT]
 
@@ -158,7 +164,7 @@ def _cover(x: list[str], other: set[str]) -> float:
 
 def _polarity(x: Extraction, question: str | None) -> tuple[bool, bool, int]:
     """(says yes in its first three words, says no there, parity of its negation words beyond the question's)."""
-    q = set(normalize_answer(question).split()) if question else set()
+    q = _question_words(question)
     return "yes" in x.tokens[:3], "no" in x.tokens[:3], sum(t in _NO and t not in q for t in x.tokens) % 2
 
 
@@ -179,13 +185,7 @@ def equivalence_features(a: str, b: str, question: str | None, enc: TokenEncoder
     first_a, first_b = bool(sa) and sa[0] in tb, bool(sb) and sb[0] in ta
     lead_a, lead_b = bool(x.beyond) and x.beyond[0] in tb, bool(y.beyond) and y.beyond[0] in ta
     (ya, na, pa), (yb, nb, pb) = _polarity(x, question), _polarity(y, question)
-    soft = [math.nan] * 5
-    if enc is not None:
-        tx, ty = enc.tokens(a.strip()), enc.tokens(b.strip())
-        p, r = bertscore(tx, ty)
-        pq, rq = bertscore(tx, ty, enc.question_ids(question))
-        soft = [float(enc.sentence(a.strip()) @ enc.sentence(b.strip())), min(p, r), max(p, r), min(pq, rq),
-                max(pq, rq)]
+    soft = [math.nan] * 5 if enc is None else equivalence_soft(a, b, question, enc)
     cover = (_cover(sa, tb), _cover(sb, ta))
     return [
         token_f1(a, b), min(ca, cb), max(ca, cb), _f1(ba, bb), min(ba, bb), max(ba, bb),
@@ -197,6 +197,14 @@ def equivalence_features(a: str, b: str, question: str | None, enc: TokenEncoder
         float(bool(sa) and bool(sb) and not set(sa) & set(sb)), float((ya and nb) or (na and yb)), float(pa != pb),
         float(lead_a and lead_b), float(lead_a or lead_b), *soft,
     ]
+
+
+def equivalence_soft(a: str, b: str, question: str | None, enc: TokenEncoder) -> list[float]:
+    """The `SOFT_FEATURES` of an equivalence pair, in `EQUIVALENCE_FEATURES` order (texts encoded by ``enc``)."""
+    tx, ty = enc.tokens(a.strip()), enc.tokens(b.strip())
+    p, r = bertscore(tx, ty)
+    pq, rq = bertscore(tx, ty, enc.question_ids(question))
+    return [float(enc.sentence(a.strip()) @ enc.sentence(b.strip())), min(p, r), max(p, r), min(pq, rq), max(pq, rq)]
 
 
 def _fuzzy_recall(want: Sequence[str], have: Sequence[str]) -> float:
@@ -219,14 +227,17 @@ def correctness_features(answer: str, alias: str, question: str | None, enc: Tok
     prec, _ = overlap(x.beyond, g.tokens)
     q_toks = tuple(normalize_answer(question).split()) if question else ()
     in_q = float(bool(g.tokens) and bool(find_spans(g.tokens, q_toks)))
-    soft = [math.nan] * 3
-    if enc is not None:
-        tx, tg = enc.tokens(answer.strip()), enc.tokens(alias.strip())
-        soft = [float(enc.sentence(answer.strip()) @ enc.sentence(alias.strip())), bertscore(tx, tg)[1],
-                bertscore(tx, tg, enc.question_ids(question))[0]]
+    soft = [math.nan] * 3 if enc is None else correctness_soft(answer, alias, question, enc)
     return [
         float(alias_contained(answer, alias, question)), rec, rec_beyond, prec, in_q,
         _fuzzy_recall(want, x.tokens), float(not x.answers), float(x.echo), float(bool(g.numbers)),
         float(bool(g.numbers) and g.numbers <= x.numbers), float(bool(x.new_numbers - g.numbers)),
         float(x.negated), *soft,
     ]
+
+
+def correctness_soft(answer: str, alias: str, question: str | None, enc: TokenEncoder) -> list[float]:
+    """The `SOFT_FEATURES` of (answer, one gold alias), in `CORRECTNESS_FEATURES` order (texts encoded by ``enc``)."""
+    tx, tg = enc.tokens(answer.strip()), enc.tokens(alias.strip())
+    return [float(enc.sentence(answer.strip()) @ enc.sentence(alias.strip())), bertscore(tx, tg)[1],
+            bertscore(tx, tg, enc.question_ids(question))[0]]

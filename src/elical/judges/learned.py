@@ -10,8 +10,8 @@ by question chose (docs/benchmarks.md); both are evaluated here with numpy alone
 
 Each is a two-stage cascade: a first model reads only the lexical features (no encoder); where its probability is
 inside the shipped ``band`` (default (0.2, 0.8): the pairs it is unsure of) the texts are encoded with MiniLM and the
-full model decides. Grouped CV found the cascade as accurate as the full model while encoding about a third of the
-pairs (docs/benchmarks.md), so the encoder, the judges' main cost, runs only where it helps.
+full model decides. Grouped CV found the cascade within 0.002 of the full model while encoding a quarter to a third
+of the pairs (docs/benchmarks.md), so the encoder, the judges' main cost, runs only where it helps.
 
 Both explain a decision (`explain`): the extraction of each side, every feature and the probability.
 Source: a trained answer-equivalence classifier over cheap features, as PEDANTS (Li et al., 2024); BERTScore
@@ -29,7 +29,7 @@ import numpy as np
 from elical.judges.base import CorrectnessBase, PairJudge, check_alias_pairs, check_pairs, question_at
 from elical.judges.extract import extract
 from elical.judges.features import (CORRECTNESS_FEATURES, EQUIVALENCE_FEATURES, SOFT_FEATURES, TokenEncoder,
-                                    correctness_features, equivalence_features)
+                                    correctness_features, correctness_soft, equivalence_features, equivalence_soft)
 
 __all__ = ["WEIGHTS_PATH", "Scorer", "export_model", "LearnedEquivalenceJudge", "LearnedCorrectnessJudge"]
 
@@ -145,11 +145,11 @@ class _Learned:
         """The MiniLM encoder behind the soft-alignment features (loaded on first use)."""
         return self.encoder.model
 
-    def _cascade(self, rows: list, featurize) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(P(label 1) per row, the feature matrix, which rows the full model decided). ``featurize(row, enc)`` is a
-        row's feature list (soft features NaN for enc None); the encoder runs only on the rows the cheap model is
-        unsure of (all rows without a cheap model)."""
-        X = np.array([featurize(r, None) for r in rows], dtype=float).reshape(len(rows), len(self.names))
+    def _cascade(self, rows: list, featurize, soft) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(P(label 1) per row, the feature matrix, which rows the full model decided). ``featurize(*row, None)`` is
+        a row's feature list with the soft features NaN, ``soft(*row, encoder)`` its soft features; the encoder runs
+        only on the rows the cheap model is unsure of (all rows without a cheap model)."""
+        X = np.array([featurize(*r, None) for r in rows], dtype=float).reshape(len(rows), len(self.names))
         full = np.ones(len(rows), dtype=bool)
         p = np.zeros(len(rows))
         if self.cheap is not None and len(rows):
@@ -158,7 +158,8 @@ class _Learned:
         idx = np.flatnonzero(full)
         if len(idx):
             self.encoder.encode_all([t.strip() for i in idx for t in rows[i][:2]])
-            X[idx] = [featurize(rows[i], self.encoder) for i in idx]
+            soft_cols = [j for j, n in enumerate(self.names) if n in SOFT_FEATURES]
+            X[np.ix_(idx, soft_cols)] = [soft(*rows[i], self.encoder) for i in idx]
             p[idx] = self.scorer.proba(X[idx])
         return p, X, full
 
@@ -187,7 +188,7 @@ class LearnedEquivalenceJudge(_Learned, PairJudge):
 
     def scores(self, pairs, questions=None) -> np.ndarray:
         """P(same answer) of each pair, shape (n,) (the cascade: the full model only where the cheap one is unsure)."""
-        return self._cascade(self._rows(pairs, questions), lambda r, enc: equivalence_features(*r, enc))[0]
+        return self._cascade(self._rows(pairs, questions), equivalence_features, equivalence_soft)[0]
 
     def judge_many(self, pairs: Sequence[tuple[str, str]], questions=None) -> np.ndarray:
         """n (a, b) pairs -> ndarray of int 0/1, shape (n,)."""
@@ -197,7 +198,7 @@ class LearnedEquivalenceJudge(_Learned, PairJudge):
         """The extraction of each answer, every feature (soft ones NaN where the cheap model decided), which model
         decided, the probability and the verdict of one pair."""
         p, X, full = self._cascade(self._rows([(a, b)], None if question is None else [question]),
-                                   lambda r, enc: equivalence_features(*r, enc))
+                                   equivalence_features, equivalence_soft)
         return {"a": extract(a, question).__dict__, "b": extract(b, question).__dict__,
                 "features": _named(self.names, X[0]), "decided_by": "full" if full[0] else "cheap",
                 "probability": float(p[0]), "verdict": int(p[0] >= self.threshold)}
@@ -228,7 +229,7 @@ class LearnedCorrectnessJudge(_Learned, CorrectnessBase):
     def _score_rows(self, pairs, questions):
         pairs = check_alias_pairs(pairs, questions)
         flat = self._rows(pairs, questions)
-        p, X, full = self._cascade([(r, a, q) for _, r, a, q in flat], lambda t, enc: correctness_features(*t, enc))
+        p, X, full = self._cascade([(r, a, q) for _, r, a, q in flat], correctness_features, correctness_soft)
         return len(pairs), flat, p, X, full
 
     def scores(self, pairs, questions=None) -> np.ndarray:

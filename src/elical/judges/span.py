@@ -281,7 +281,7 @@ def span_correct(response: str, alias: str, question: str | None = None, fuzzy_c
 
 
 class SpanEquivalenceJudge(PairJudge):
-    """Equivalence of two answers to a question by their answer spans ("span", the rules; the default before "learned").
+    """Equivalence of two answers to a question by their answer spans ("span", the rules; default before "learned").
 
     Rules first (`span_equivalent`); pairs they leave open are decided by the cosine similarity of the two
     *spans* (not the sentences) under all-MiniLM-L6-v2 >= ``threshold``.
@@ -347,7 +347,8 @@ class SpanEquivalenceJudge(PairJudge):
 
 
 class SpanCorrectnessJudge(CorrectnessBase):
-    """Correctness of answers against gold aliases by answer spans ("span-contains", the rules; the default before "learned"; no model).
+    """Correctness of answers against gold aliases by answer spans ("span-contains", the rules; default before
+    "learned"; no model).
 
     A response is correct when `span_correct` holds for any alias. A question shown with lettered choices
     (MMLU in the QA layout) and a letter among the aliases is judged by `elical.judges.choices.mmlu_correct`
