@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import socket
-import time
 import unicodedata
 from collections import Counter
 
@@ -198,7 +197,7 @@ def test_unknown_relation_raises():
         load_facts(["country_capital", "country_mascot"])
 
 
-def test_offline_and_fast(monkeypatch):
+def test_offline(monkeypatch):
     from elical.data import facts as module
 
     def no_network(*args, **kwargs):
@@ -207,9 +206,7 @@ def test_offline_and_fast(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", no_network)
     monkeypatch.setattr(socket.socket, "connect", no_network)
     module._frozen.cache_clear()
-    start = time.perf_counter()
     items = load_facts()
-    assert time.perf_counter() - start < 3.0
     assert len(items) >= 3000
 
 

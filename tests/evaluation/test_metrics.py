@@ -1,7 +1,6 @@
 """Tests for elical.evaluation.metrics against sklearn and hand-computed values."""
 
 import math
-import time
 
 import numpy as np
 
@@ -219,11 +218,9 @@ def test_bootstrap_drops_nan_resamples():
 
 
 # ---------------------------------------------------------------------------------------------------- evaluation
-def test_evaluate_confidence_consistent_and_fast():
+def test_evaluate_confidence_consistent():
     y, c = _random(n=1000, seed=11)
-    start = time.perf_counter()
     res = evaluate_confidence(y, c, seed=2)
-    assert time.perf_counter() - start < 2.0
     assert res["auroc"] == pytest.approx(roc_auc_score(y, c))
     assert res["ece"] == pytest.approx(ece(y, c))
     assert res["ece_quantile"] == pytest.approx(ece(y, c, strategy="quantile"))
