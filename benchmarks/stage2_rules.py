@@ -12,6 +12,13 @@ difference from Eli-Only (mean over seeds of the paired difference) and the seed
 
     python benchmarks/stage2_rules.py RUN_DIR --seeds 10 --k 4,8,16,32,64,128,all --out stage2_rules.jsonl
 
+``--held-out-by dataset`` (leave one pool dataset out): for every seed and every dataset of the pool, the scoring
+part is that dataset's pool questions and the k labels come from the other datasets, so each rule is scored on a
+dataset its labels never saw — a shift like the study's out-of-domain groups, still without evaluation labels:
+
+    python benchmarks/stage2_rules.py RUN_DIR --held-out-by dataset --seeds 3 --k 256,512,1024,all \
+        --rules full,l2sp,paper,affine --out stage2_lodo.jsonl
+
 Two processes on two cores: add ``--only-seeds 0,2,4,6,8`` to one and ``--only-seeds 1,3,5,7,9`` to the other (same
 ``--out``), then run once more without it to print the table.
 """
@@ -40,13 +47,15 @@ def _parse_args(argv=None):
     ap.add_argument("--k", default="4,8,16,32,64,128,all")
     ap.add_argument("--rules", default=None, help="comma-separated rules (default: all of STAGE2_RULES)")
     ap.add_argument("--held-out", type=float, default=0.3)
+    ap.add_argument("--held-out-by", choices=("random", "dataset"), default="random",
+                    help="random: --held-out of the pool at random per seed; dataset: each pool dataset in turn")
     ap.add_argument("--out", type=Path, default=Path("stage2_rules.jsonl"))
     return ap.parse_args(argv)
 
 
 def _table(rows: list[dict], methods: list[str], ks: list[str]) -> str:
-    by = {(r["method"], r["k"], r["seed"]): r for r in rows}
-    seeds = sorted({r["seed"] for r in rows})
+    by = {(r["method"], r["k"], (r["seed"], r.get("fold"))): r for r in rows}
+    seeds = sorted({(r["seed"], r.get("fold")) for r in rows}, key=str)  # (seed, held-out dataset or None)
     lines = []
     for metric in ("auroc", "ece"):
         note = "; [mean paired difference from Eli-Only, seeds below it]" if metric == "auroc" else ""
@@ -83,7 +92,7 @@ def main(argv=None) -> int:
     done = []
     if args.out.is_file():
         done = [json.loads(line) for line in args.out.read_text().splitlines() if line.strip()]
-    have = {(r["method"], r["k"], r["seed"]) for r in done}
+    have = {(r["method"], r["k"], r["seed"], r.get("fold")) for r in done}
     print(f"pool {n} questions, greedy accuracy {y_greedy.mean():.3f}, mean sample accuracy {acc.mean():.3f}; "
           f"{len(have)} results already in {args.out}", flush=True)
     t0 = time.time()
@@ -92,10 +101,15 @@ def main(argv=None) -> int:
     ks = args.k.split(",")
     with args.out.open("a") as out:
         mine = [int(x) for x in args.only_seeds.split(",")] if args.only_seeds else range(args.seeds)
-        for seed in mine:
+        datasets = np.array([r["dataset"] for r in pool])
+        folds = sorted(set(datasets)) if args.held_out_by == "dataset" else [None]
+        for seed, fold in ((s_, f) for s_ in mine for f in folds):
             perm = np.random.default_rng([seed, 0x53543232]).permutation(n)
-            n_score = int(round(args.held_out * n))
-            score, labelable = perm[:n_score], perm[n_score:]
+            if fold is None:
+                n_score = int(round(args.held_out * n))
+                score, labelable = perm[:n_score], perm[n_score:]
+            else:
+                score, labelable = perm[datasets[perm] == fold], perm[datasets[perm] != fold]
             y_s = y_greedy[score]
             eli_pred = eli.predict(X_pool[score])
             for k in ks:
@@ -106,20 +120,31 @@ def main(argv=None) -> int:
                     fits[f"EliCal[{rule}]"] = (lambda r=rule: fit_elical(eli, X_pool[idx], acc[idx],
                                                                           random_state=seed, rule=r))
                 for method, fit in fits.items():
-                    if (method, k, seed) in have:
+                    if (method, k, seed, fold) in have:
                         continue
                     t = time.time()
                     head = fit()
                     pred = eli_pred if method == "Eli-Only" else head.predict(X_pool[score])
-                    row = {"method": method, "k": k, "seed": seed, "auroc": auroc(y_s, pred), "ece": ece(y_s, pred),
+                    row = {"method": method, "k": k, "seed": seed, "fold": fold, "auroc": auroc(y_s, pred),
+                           "ece": ece(y_s, pred),
                            "n_labels": int(len(idx)), "label_sum": float(acc[idx].sum()),
                            "stage2": getattr(head, "stage2_", {}).get("rule"), "seconds": round(time.time() - t, 2)}
                     out.write(json.dumps(row) + "\n")
                     out.flush()
                     done.append(row)
-            print(f"seed {seed} done ({time.time() - t0:.0f} s)", flush=True)
+            print(f"seed {seed}{'' if fold is None else ', held out ' + fold} done ({time.time() - t0:.0f} s)",
+                  flush=True)
     methods = ["Eli-Only", "Cal-Only", *(f"EliCal[{r}]" for r in rules)]
     print(_table(done, methods, ks))
+    folds_done = sorted({r["fold"] for r in done if r.get("fold")})
+    for fold in folds_done:  # leave-one-dataset-out: the paired AUROC difference from Eli-Only per held-out dataset
+        by = {(r["method"], r["k"], r["seed"]): r["auroc"] for r in done if r.get("fold") == fold}
+        cells = []
+        for m in methods[1:]:
+            diffs = [np.mean([by[(m, k, s)] - by[("Eli-Only", k, s)] for s in {r["seed"] for r in done}
+                              if (m, k, s) in by and ("Eli-Only", k, s) in by] or [np.nan]) for k in ks]
+            cells.append(f"{m} " + " ".join(f"{d:+.3f}" for d in diffs))
+        print(f"\nheld out {fold} (AUROC - Eli-Only at k = {', '.join(ks)}): " + "; ".join(cells))
     switched = [r for r in done if r["method"] == "EliCal[affine+full]"]
     if switched:
         print("\naffine+full chose the full stage 2 in: " + ", ".join(

@@ -1,6 +1,6 @@
 """``elical study``: the HonestyBench protocol of Ni et al. (arXiv 2510.17509, Sec. 5-6) as one resumable command.
 
-    elical study --preset cpu --output runs/study-cpu        # SmolLM2-135M-Instruct, about 2.5-3 hours on 2 cores
+    elical study --preset cpu --output runs/study-cpu        # SmolLM2-135M-Instruct, about 70 minutes on 2 cores
 
 Steps, each resumable: (1) ``elical run`` into ``OUTPUT/run`` (training pool from the in-domain sets only,
 evaluation parts of every in-domain and out-of-domain set and MMLU, the training-free estimators); (2) per seed and
@@ -219,7 +219,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("study", help="the HonestyBench study as one resumable command (docs/study.md)",
                               description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", choices=list(STUDY_PRESETS), default="cpu",
-                   help="smoke (tests, minutes), cpu (SmolLM2 on 2 cores, about 2.5-3 hours), paper (GPUs)")
+                   help="smoke (tests, minutes), cpu (SmolLM2 on 2 cores, about 70 minutes), paper (GPUs)")
     p.add_argument("--output", help="study directory (default runs/study-<preset>)")
     p.add_argument("--resume", action="store_true", help="continue a study directory with the same configuration")
     p.add_argument("--data-dir", help="HonestyBench QA directory (default ../shared/data/honestybench-qa)")
