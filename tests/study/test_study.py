@@ -8,6 +8,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from elical.cli import main
+from elical.study.protocol import read_part
 from elical.study.summary import _weighted, method_family, one_percent_k, summarize
 
 IN_DOMAIN = {"nq", "hq", "2wikimultihopqa", "pararel_patterns", "tq"}  # the paper's in-domain sets (Sec. 5)
@@ -117,6 +118,31 @@ def test_resume_reuses_everything_and_refuses_a_changed_config(study, capsys):
     assert "layers" in capsys.readouterr().err
     assert main(["study", "--preset", "smoke", "--output", str(out)]) == 2  # exists, no --resume
     assert (out / "report" / "index.html").is_file()
+
+
+@pytest.mark.slow
+def test_resume_refits_the_parts_of_another_stage2_rule(study, tmp_path, shared_data, monkeypatch):
+    """Part files record the stage-2 rule they were fitted under: after a rule change a resume fits them again
+    (and EliCal(16) of the smoke grid, below the new switch of 8 labels, becomes the full stage 2), instead of
+    reading back EliCal confidences of the old rule."""
+    import shutil
+
+    from elical.heads import stage2
+
+    out, s, _ = study
+    copy = tmp_path / "smoke"
+    shutil.copytree(out, copy)
+    before = {p.name: p.stat().st_mtime_ns for p in (copy / "study" / "parts").glob("*.npz")}
+    monkeypatch.setattr(stage2, "FULL_FROM_K", 8)
+    assert main(["study", "--preset", "smoke", "--output", str(copy), "--resume", "--quiet", "--layer=-1,8",
+                 "--data-dir", str(shared_data / "honestybench-qa"), "--mmlu-dir", str(shared_data / "mmlu")]) == 0
+    after = {p.name: p.stat().st_mtime_ns for p in (copy / "study" / "parts").glob("*.npz")}
+    assert before.keys() == after.keys() and all(after[n] != before[n] for n in before)
+    ids, conf, meta = read_part(copy / "study" / "parts" / "sample-accuracy_seed0.npz")
+    assert meta["stage2"] == {"rule": "affine<512", "full_from_k": 8}
+    _, old, _ = read_part(out / "study" / "parts" / "sample-accuracy_seed0.npz")
+    np.testing.assert_array_equal(conf["EliCal(4)"], old["EliCal(4)"])  # 4 < 8: still the affine map
+    assert not np.allclose(conf["EliCal(16)"], old["EliCal(16)"])  # 16 >= 8: now the full stage 2
 
 
 def test_bad_targets_and_seeds_exit_2(tmp_path, capsys):

@@ -56,11 +56,14 @@ def _check_study_dir(out: Path, config: dict, resume: bool) -> None:
 
 def _fitted_parts(inputs, study_dir: Path, seeds, targets, k_values, pool_sizes, progress: bool) -> dict:
     """{target or "elicitation": {seed: {method: confidences}}}, fitted or read back from the part files."""
+    from elical.heads import stage2
     from elical.study.protocol import fit_elicitation, fit_part, part_path, read_part, write_part
 
     ids = inputs.test_ids
+    # a part fitted under another stage-2 rule is fitted again on resume, not read back
     meta = {"k_values": [str(k) for k in k_values], "pool_sizes": list(pool_sizes), "n_pool": len(inputs.pool),
-            "feature_tags": list(inputs.extra)}
+            "feature_tags": list(inputs.extra),
+            "stage2": {"rule": stage2.DEFAULT_STAGE2_RULE, "full_from_k": stage2.FULL_FROM_K}}
     out: dict = {t: {} for t in (*targets, "elicitation")}
     for seed in seeds:
         t0, eli = time.time(), None
