@@ -3,8 +3,9 @@
 A preset fixes the run (the model, the datasets, the pool and evaluation sizes, the decoding) and the study grid
 (label counts k, seeds, pool sizes of the elicitation curve). ``smoke`` is for the tests (minutes on 2 cores);
 ``cpu`` is SmolLM2-135M-Instruct on a laptop (about 70 minutes on a quiet 2-core machine: 5,000 unlabelled pool
-questions, 500 evaluation questions per dataset); ``paper`` uses the released sizes (N = 20 samples, 1,000 evaluation questions
-per dataset, the whole in-domain files as the pool) and is meant for GPUs with ``--backend vllm``.
+questions, 500 evaluation questions per dataset); ``paper`` uses the released sizes (N = 20 samples, 1,000
+evaluation questions per dataset, the whole in-domain files as the pool) and is meant for GPUs with
+``--backend vllm``.
 """
 
 from __future__ import annotations
