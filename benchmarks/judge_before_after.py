@@ -25,13 +25,10 @@ GROUPS = (("in_domain", "in-domain"), ("out_of_domain", "out-of-domain"), ("unse
 
 
 def _records(study_dir: Path) -> dict:
-    out = {}
-    with open(study_dir / "run" / "records" / "annotations.jsonl", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                r = json.loads(line)
-                out[r["id"]] = r
-    return out
+    from elical.records import read_records
+
+    return {r["id"]: r for r in read_records(study_dir / "run" / "records" / "annotations.jsonl",
+                                             skip_torn_tail=False)}
 
 
 def _group_rows(study: dict, target: str) -> dict:
