@@ -5,8 +5,10 @@ reproducible training of the shipped weights.
     python benchmarks/judge_cv.py --write             # + fit on all pairs, write src/elical/judges/learned_weights.json
     python benchmarks/judge_cv.py --with-span --no-baselines   # + CV of the features stacked on the span verdict
 
-Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5,final}.jsonl and
-tests/fixtures/judge_pairs.jsonl. ``final`` was the frozen test set of the first learned judges; scored once, it is
+Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5,final}.jsonl,
+tests/fixtures/judge_pairs.jsonl, and the ``dev`` part (by question) of the two sets drawn from the ``cpu`` study's
+own answers, ``study_random`` (a random sample) and ``study_disagree`` (where learned and the rules disagreed); their
+``test`` parts are held out. ``final`` was the frozen test set of the first learned judges; scored once, it is
 training data now. ``final2`` is never read here: it is the frozen final test set (benchmarks/judge_agreement.py).
 Equivalence is learned from the ``greedy-sample`` pairs, correctness from the ``answer-gold`` pairs (one training row
 per (answer, stated alias); a prediction is the max over all gold aliases). Folds: GroupKFold (5, shuffled,
@@ -33,7 +35,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-SETS = ["pairs", "dev2", "dev3", "test2", "test3", "test4", "test5", "final"]
+SETS = ["pairs", "dev2", "dev3", "test2", "test3", "test4", "test5", "final", "study_random", "study_disagree"]
+DEV_ONLY = {"study_random", "study_disagree"}  # their `test` part (by question) is held out: judge_agreement.py
 SEED = 0
 BAND = (0.2, 0.8)  # the cheap model's unsure band, where the full model decides
 # Feature groups for the ablation (a group is dropped from the shipped model when dropping it costs nothing: so went
@@ -45,8 +48,9 @@ GROUPS = {
         "non-answer": ("nonanswer_any", "nonanswer_both", "echo_any"),
         "numbers": ("numbers_same", "numbers_conflict", "numbers_one_side"),
         "length": ("length_gap",),
+        "open-ended": ("open_any", "open_both"),
         "salient": ("salient_min", "salient_max", "salient_first_both", "salient_first_any", "salient_disjoint",
-                    "lead_both", "lead_any"),
+                    "lead_both", "lead_any", "salient_unmatched_both"),
         "polarity": ("yesno_conflict", "negation_parity_differs"),
         "minilm": ("cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max"),
     },
@@ -76,6 +80,8 @@ def load_sets() -> list[dict]:
             for line in f:
                 if line.strip():
                     r = json.loads(line)
+                    if name in DEV_ONLY and r["part"] != "dev":
+                        continue
                     rows.append({**r, "set": name, "group": normalize_answer(r["question"])})
     return rows
 
@@ -124,6 +130,8 @@ class Task:
             flat, self.X_all = judge._flat([(r["a"], r.get("aliases") or [r["b"]]) for r in rows],
                                            [r["question"] for r in rows])
             self.owner = np.array([f[0] for f in flat])
+        # the shipped judges' named rule decides these pairs before any model (label 0): so does the CV
+        self.ruled = np.array([judge.rule(r["a"], r["b"], r["question"]) is not None for r in rows], dtype=bool)
 
     def pair_proba(self, p_all: np.ndarray, idx: np.ndarray) -> np.ndarray:
         out = np.zeros(len(self.rows))
@@ -141,6 +149,7 @@ class Task:
             p = np.zeros(len(self.owner))
             p[rows_test] = est.predict_proba(self.X_all[rows_test][:, cols])[:, 1]
             out[test] = self.pair_proba(p, test)
+        out[self.ruled] = 0.0
         return out
 
 

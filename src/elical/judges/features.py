@@ -126,7 +126,8 @@ EQUIVALENCE_FEATURES = (
     "f1", "cover_min", "cover_max", "beyond_f1", "beyond_min", "beyond_max", "beyond_equal", "contained",
     "nonanswer_any", "nonanswer_both", "echo_any", "numbers_same", "numbers_conflict", "numbers_one_side",
     "length_gap", "salient_min", "salient_max", "salient_first_both", "salient_first_any", "salient_disjoint",
-    "yesno_conflict", "negation_parity_differs", "lead_both", "lead_any",
+    "yesno_conflict", "negation_parity_differs", "lead_both", "lead_any", "salient_unmatched_both", "open_any",
+    "open_both",
     "cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max",
 )  # fmt: skip
 CORRECTNESS_FEATURES = (
@@ -139,7 +140,7 @@ CORRECTNESS_FEATURES = (
 #: The features read from the MiniLM encoder (NaN without one); in both feature sets they come last.
 SOFT_FEATURES = frozenset({"cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max",
                            "bertscore_recall", "bertscore_precision_q"})
-_WORD = re.compile(r"[^\W_][\w'.-]*")
+_WORD = re.compile(r"[^\W_](?:[\w'.-]|,(?=\d))*")  # "1,000" is one word
 _NOT_SALIENT = STOP_WORDS | NEGATIONS | {"yes"}
 _NO = frozenset({"no", "not", "never", "isnt", "doesnt", "cannot", "cant", "arent", "wasnt", "werent", "didnt"})
 
@@ -156,6 +157,11 @@ def salient(text: str, question: str | None) -> list[str]:
     q = _question_words(question)
     return [t for w in _WORD.findall(text) if w[0].isupper() or w[0].isdigit()
             for t in normalize_answer(w).split() if t not in q and t not in _NOT_SALIENT]
+
+
+def is_open(text: str) -> bool:
+    """The answer stops without closing punctuation (. ! ? or a closing quote/bracket): cut off, or a bare phrase."""
+    return not re.search(r"[.!?\"')\]]\s*$", text)
 
 
 def _cover(x: list[str], other: set[str]) -> float:
@@ -195,7 +201,9 @@ def equivalence_features(a: str, b: str, question: str | None, enc: TokenEncoder
         abs(math.log1p(len(x.tokens)) - math.log1p(len(y.tokens))),
         min(cover), max(cover), float(first_a and first_b), float(first_a or first_b),
         float(bool(sa) and bool(sb) and not set(sa) & set(sb)), float((ya and nb) or (na and yb)), float(pa != pb),
-        float(lead_a and lead_b), float(lead_a or lead_b), *soft,
+        float(lead_a and lead_b), float(lead_a or lead_b),
+        float(any(t not in tb for t in sa) and any(t not in ta for t in sb)),
+        float(is_open(a) or is_open(b)), float(is_open(a) and is_open(b)), *soft,
     ]
 
 

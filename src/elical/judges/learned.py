@@ -11,7 +11,9 @@ by question chose (docs/benchmarks.md); both are evaluated here with numpy alone
 Each is a two-stage cascade: a first model reads only the lexical features (no encoder); where its probability is
 inside the shipped ``band`` (default (0.2, 0.8): the pairs it is unsure of) the texts are encoded with MiniLM and the
 full model decides. Grouped CV found the cascade within 0.002 of the full model while encoding a quarter to a third
-of the pairs (docs/benchmarks.md), so the encoder, the judges' main cost, runs only where it helps.
+of the pairs (docs/benchmarks.md), so the encoder, the judges' main cost, runs only where it helps. Before either
+model one named rule of the shared extraction (`elical.judges.extract`) decides: two non-answers are never the same
+answer ("both-non-answers"), a non-answer is never correct ("non-answer").
 
 Both explain a decision (`explain`): the extraction of each side, every feature and the probability.
 Source: a trained answer-equivalence classifier over cheap features, as PEDANTS (Li et al., 2024); BERTScore
@@ -140,21 +142,35 @@ class _Learned:
         key = (str(model_path), device, batch_size)
         self.encoder = _ENCODERS.setdefault(key, TokenEncoder(model_path, device, batch_size))
 
+    def _by(self, full: bool, *row) -> str:
+        """Which step decided a row: "rule: NAME", "full" or "cheap"."""
+        name = self.rule(*row)
+        return f"rule: {name}" if name else "full" if full else "cheap"
+
     @property
     def model(self):
         """The MiniLM encoder behind the soft-alignment features (loaded on first use)."""
         return self.encoder.model
 
+    @staticmethod
+    def rule(*row) -> str | None:
+        """The name of the rule that decides this row before any model (probability 0), else None."""
+        return None
+
     def _cascade(self, rows: list, featurize, soft) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(P(label 1) per row, the feature matrix, which rows the full model decided). ``featurize(*row, None)`` is
         a row's feature list with the soft features NaN, ``soft(*row, encoder)`` its soft features; the encoder runs
-        only on the rows the cheap model is unsure of (all rows without a cheap model)."""
+        only on the rows the cheap model is unsure of (all rows without a cheap model); a row a `rule` decides gets
+        probability 0."""
         X = np.array([featurize(*r, None) for r in rows], dtype=float).reshape(len(rows), len(self.names))
         full = np.ones(len(rows), dtype=bool)
         p = np.zeros(len(rows))
         if self.cheap is not None and len(rows):
             p = self.cheap.proba(X[:, [self.names.index(f) for f in self.cheap.features]])
             full = (p > self.band[0]) & (p < self.band[1])
+        ruled = np.array([self.rule(*r) is not None for r in rows], dtype=bool).reshape(len(rows))
+        full &= ~ruled
+        p[ruled] = 0.0
         idx = np.flatnonzero(full)
         if len(idx):
             self.encoder.encode_all([t.strip() for i in idx for t in rows[i][:2]])
@@ -174,6 +190,12 @@ class LearnedEquivalenceJudge(_Learned, PairJudge):
     name = "learned"
     task = "equivalence"
     names = EQUIVALENCE_FEATURES
+
+    @staticmethod
+    def rule(a: str, b: str, question: str | None = None) -> str | None:
+        """"both-non-answers" when neither answer claims anything (`Extraction.answers`): not the same answer
+        (GUIDELINE.md rule 5), whatever their wording shares."""
+        return "both-non-answers" if not extract(a, question).answers and not extract(b, question).answers else None
 
     def features(self, pairs, questions=None) -> np.ndarray:
         """n (a, b) pairs -> ndarray of shape (n, len(EQUIVALENCE_FEATURES)), every feature (all texts encoded)."""
@@ -200,7 +222,7 @@ class LearnedEquivalenceJudge(_Learned, PairJudge):
         p, X, full = self._cascade(self._rows([(a, b)], None if question is None else [question]),
                                    equivalence_features, equivalence_soft)
         return {"a": extract(a, question).__dict__, "b": extract(b, question).__dict__,
-                "features": _named(self.names, X[0]), "decided_by": "full" if full[0] else "cheap",
+                "features": _named(self.names, X[0]), "decided_by": self._by(full[0], a, b, question),
                 "probability": float(p[0]), "verdict": int(p[0] >= self.threshold)}
 
 
@@ -212,6 +234,11 @@ class LearnedCorrectnessJudge(_Learned, CorrectnessBase):
     name = "learned"
     task = "correctness"
     names = CORRECTNESS_FEATURES
+
+    @staticmethod
+    def rule(answer: str, alias: str, question: str | None = None) -> str | None:
+        """"non-answer" when the answer claims nothing (empty, a refusal, an echo of the question): never correct."""
+        return "non-answer" if not extract(answer, question).answers else None
 
     @staticmethod
     def _rows(pairs, questions) -> list[tuple[int, str, str, str | None]]:
@@ -248,7 +275,7 @@ class LearnedCorrectnessJudge(_Learned, CorrectnessBase):
         """The answer's extraction and, per alias, every feature (soft ones NaN where the cheap model decided),
         which model decided and the probability; the verdict."""
         _, flat, P, X, full = self._score_rows([(answer, aliases)], None if question is None else [question])
-        per = [{"alias": a, "features": _named(self.names, x), "decided_by": "full" if f else "cheap",
+        per = [{"alias": a, "features": _named(self.names, x), "decided_by": self._by(f, answer, a, question),
                 "probability": float(p)} for (_, _, a, _), x, p, f in zip(flat, X, P, full)]
         best = max((d["probability"] for d in per), default=0.0)
         return {"answer": extract(answer, question).__dict__, "aliases": per, "probability": best,

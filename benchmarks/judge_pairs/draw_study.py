@@ -1,0 +1,94 @@
+"""A random labelled sample of a study run's own judge pairs (``study_random``): not chosen by any judge's verdict.
+
+    python benchmarks/judge_pairs/draw_study.py draw runs/study-cpu/run     # -> study_random_blind.jsonl (no labels)
+    python benchmarks/judge_pairs/draw_study.py merge                       # + study_random_labels.jsonl -> study_random.jsonl
+
+``draw`` reads the run's records (the nine HonestyBench QA sets; MMLU is judged by its letter and left out) and
+draws, with ``random.Random(SEED)``, ``N_EQUIVALENCE`` (record, sample) pairs (kind ``greedy-sample``: the greedy
+answer against one sample) and ``N_CORRECTNESS`` greedy answers against their gold aliases (kind ``answer-gold``),
+each record at most once per kind, so the sample has the run's natural label balance. The blind file holds only the
+question, the answers and the aliases: no judge ran on it. ``merge`` joins the hand labels (``label`` 0/1, or
+``null`` = dropped as ambiguous) and sets ``part``: ``dev`` (training data of the learned judges) when the first 8
+hex digits of the SHA-1 of the normalised question are below ``DEV_SHARE`` x 16^8, else ``test`` (a frozen test set,
+scored once: benchmarks/judge_agreement.py --part test). The same question always falls in the same part.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SEED = 20261203
+N_EQUIVALENCE, N_CORRECTNESS = 1000, 500
+DEV_SHARE = 0.6
+BLIND, LABELS, OUT = (HERE / f"study_random{s}.jsonl" for s in ("_blind", "_labels", ""))
+
+
+def part_of(question: str) -> str:
+    from elical.judges.text import normalize_answer
+
+    h = int(hashlib.sha1(normalize_answer(question).encode("utf-8")).hexdigest()[:8], 16)
+    return "dev" if h < DEV_SHARE * 16**8 else "test"
+
+
+def draw(run_dir: Path) -> None:
+    from elical.records import read_records
+
+    recs = [r for r in read_records(run_dir / "records" / "annotations.jsonl")
+            if r["dataset"] != "mmlu" and r.get("greedy_response") is not None]
+    rng = random.Random(SEED)
+    rows = []
+    for r in rng.sample(recs, N_EQUIVALENCE):
+        j = rng.randrange(len(r["sampling_response"]))
+        rows.append({"kind": "greedy-sample", "dataset": r["dataset"], "question": r["question"],
+                     "a": r["greedy_response"], "b": r["sampling_response"][j], "aliases": r["answer"],
+                     "source": f"{r['id']} sample {j}"})
+    for r in rng.sample(recs, N_CORRECTNESS):
+        rows.append({"kind": "answer-gold", "dataset": r["dataset"], "question": r["question"],
+                     "a": r["greedy_response"], "aliases": [a for a in r["answer"] if a.strip()],
+                     "source": f"{r['id']} greedy"})
+    rng.shuffle(rows)
+    with open(BLIND, "w", encoding="utf-8") as f:
+        for i, row in enumerate(rows):
+            f.write(json.dumps({"pair_id": f"srand-{i:04d}", **row}, ensure_ascii=False) + "\n")
+    print(f"wrote {len(rows)} unlabelled pairs to {BLIND}")
+
+
+def merge() -> None:
+    labels = {}
+    with open(LABELS, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                d = json.loads(line)
+                if d.get("label") not in (0, 1, None):
+                    raise SystemExit(f"{LABELS}:{n}: label must be 0, 1 or null, got {d.get('label')!r}")
+                labels[d["pair_id"]] = d
+    kept = dropped = 0
+    with open(BLIND, encoding="utf-8") as f, open(OUT, "w", encoding="utf-8") as out:
+        for line in f:
+            row = json.loads(line)
+            lab = labels.get(row["pair_id"])
+            if lab is None:
+                raise SystemExit(f"{LABELS}: no label for {row['pair_id']}")
+            if lab["label"] is None:
+                dropped += 1
+                continue
+            if row["kind"] == "answer-gold":  # the alias the answer states, else the first (judge_pairs convention)
+                row["b"] = lab.get("b") or row["aliases"][0]
+            row.update(part=part_of(row["question"]), label=lab["label"], why=lab.get("why", ""))
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            kept += 1
+    print(f"wrote {kept} labelled pairs to {OUT} ({dropped} dropped as ambiguous)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["draw"] and len(sys.argv) == 3:
+        draw(Path(sys.argv[2]))
+    elif sys.argv[1:] == ["merge"]:
+        merge()
+    else:
+        raise SystemExit(__doc__)
