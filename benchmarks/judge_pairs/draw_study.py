@@ -59,6 +59,8 @@ def draw(run_dir: Path) -> None:
 
 
 def merge() -> None:
+    from elical.judges.text import normalize_answer
+
     labels = {}
     with open(LABELS, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -77,8 +79,8 @@ def merge() -> None:
             if lab["label"] is None:
                 dropped += 1
                 continue
-            if row["kind"] == "answer-gold":  # the alias the answer states, else the first (judge_pairs convention)
-                row["b"] = lab.get("b") or row["aliases"][0]
+            if row["kind"] == "answer-gold":  # the alias the answer states, else the first with a word
+                row["b"] = lab.get("b") or next((a for a in row["aliases"] if normalize_answer(a)), "")
             row.update(part=part_of(row["question"]), label=lab["label"], why=lab.get("why", ""))
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             kept += 1

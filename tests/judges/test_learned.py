@@ -198,3 +198,33 @@ def test_span_contains_ignores_the_case_of_an_alias(alias):
     got = judge.judge_many([("Portuguese is spoken in Brazil.", [alias]), ("Spanish is spoken there.", [alias])],
                            [q, q])
     assert got.tolist() == [1, 0]
+
+
+def test_named_non_answer_rules_decide_before_any_model():
+    """Two non-answers are never the same answer, however alike their wording (GUIDELINE.md rule 5: cut-off echoes of
+    one question share nearly every word), and a non-answer is never correct; `explain` names the rule."""
+    q = "Which river flows past the old harbour town where the poet Ilse Varnholt was born?"
+    echo_a = "The river that flows past the old harbour town where the poet Ilse Varnholt was"
+    echo_b = "The river flows past the old harbour town where the poet Ilse Varnholt"
+    judge = make_equivalence_judge("learned")
+    assert judge.judge_many([(echo_a, echo_b), (echo_a, "The Weser."), ("It is the Weser.", "The Weser.")],
+                            [q, q, q]).tolist() == [0, 0, 1]
+    ex = judge.explain(echo_a, echo_b, q)
+    assert ex["decided_by"] == "rule: both-non-answers" and ex["probability"] == 0.0
+    corr = make_correctness_judge("learned")
+    got = corr.judge_many([("I'm sorry, I do not know which river, maybe the Weser.", ["Weser"]),
+                           ("It is the Weser.", ["Weser"])], [q, q])
+    assert got.tolist() == [0, 1]
+    assert corr.explain("I do not know.", ["Weser"], q)["aliases"][0]["decided_by"] == "rule: non-answer"
+
+
+def test_open_ended_and_unmatched_salient_features_by_hand():
+    """"Naples, Italy" / "Milan, Italy": each side names a place the other lacks (a slot filled twice), though they
+    share "Italy"; a text without closing punctuation is open (cut off, or a bare phrase); "1,000" is one number."""
+    q = "Where was Carla Bensi born?"
+    f = dict(zip(EQUIVALENCE_FEATURES, equivalence_features("She was born in Naples, Italy.", "Born in Milan, Italy",
+                                                            q, None)))
+    assert (f["salient_unmatched_both"], f["salient_disjoint"], f["open_any"], f["open_both"]) == (1.0, 0.0, 1.0, 0.0)
+    g = dict(zip(EQUIVALENCE_FEATURES, equivalence_features("Naples, Italy.", "In Naples, in southern Italy.", q, None)))
+    assert (g["salient_unmatched_both"], g["open_any"]) == (0.0, 0.0)
+    assert salient("It cost 1,000 lire in Naples.", q) == ["1000", "naples"]
