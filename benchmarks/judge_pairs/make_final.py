@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set final2`: file prefix SET below):
+Run from the repository root (`--set final`, the default, `--set final2` or `--set final3`: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -50,11 +50,16 @@ MMLU_N = 25
 LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_disputes/295", "mmlu/moral_disputes/114"}
 # final2 left out a question cut off at its start ("another person's behavior is referred to as the ."), a key that
 # could not be checked (cyber-security discourse "1970s") and one of an obscure engineering fact ("1.5 KV").
+# final3 left out a wrong key ("surprise" as not a primary facial expression, where "love" is meant), a key that
+# depends on which USDA guide ("breads") and a doubtful one ("Compound proposition" for "Complex question").
 # Each set: its MMLU and draw seeds, its left-out rows, and the earlier sets whose MMLU rows it never draws.
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "after": ()},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030, "after": ("final",),
                    "left_out": {"mmlu/professional_psychology/82", "mmlu/security_studies/179",
-                                "mmlu/electrical_engineering/10"}}}
+                                "mmlu/electrical_engineering/10"}},
+        "final3": {"mmlu_seed": 2031, "draw_seed": 2032, "after": ("final", "final2"),
+                   "left_out": {"mmlu/high_school_psychology/348", "mmlu/miscellaneous/570",
+                                "mmlu/logical_fallacies/51"}}}
 
 
 def path(name, part):
