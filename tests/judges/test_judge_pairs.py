@@ -124,9 +124,10 @@ def test_judges_on_the_dev_set(rows, task, name):
 NEW_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "judge_pairs" / "pairs.jsonl"
 # Measured on the test part by `python benchmarks/judge_agreement.py` (docs/benchmarks.md); a judge change that
 # loses more than 0.03 of balanced accuracy there fails this test.
-# (the learned judges: in-sample, trained on it)
+# (the learned judges: in-sample, trained on it; learned correctness is a logistic regression since the third
+# round, chosen on pooled grouped CV, and fits this set less closely in-sample than the trees did: 0.854, was 0.965)
 TEST_MEASURED = {("equivalence", "span"): 0.903, ("correctness", "span-contains"): 0.914,
-                 ("equivalence", "learned"): 0.904, ("correctness", "learned"): 0.965}
+                 ("equivalence", "learned"): 0.904, ("correctness", "learned"): 0.854}
 
 
 @pytest.fixture(scope="module")

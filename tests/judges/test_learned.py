@@ -204,8 +204,8 @@ def test_named_non_answer_rules_decide_before_any_model():
     """Two non-answers are never the same answer, however alike their wording (GUIDELINE.md rule 5: cut-off echoes of
     one question share nearly every word), and a non-answer is never correct; `explain` names the rule."""
     q = "Which river flows past the old harbour town where the poet Ilse Varnholt was born?"
-    echo_a = "The river that flows past the old harbour town where the poet Ilse Varnholt was"
-    echo_b = "The river flows past the old harbour town where the poet Ilse Varnholt"
+    echo_a = "The old harbour town where the poet Ilse Varnholt was"  # two cut-off pieces of the question
+    echo_b = "Which river flows past the old harbour town where the poet"
     judge = make_equivalence_judge("learned")
     assert judge.judge_many([(echo_a, echo_b), (echo_a, "The Weser."), ("It is the Weser.", "The Weser.")],
                             [q, q, q]).tolist() == [0, 0, 1]

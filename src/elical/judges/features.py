@@ -131,8 +131,7 @@ EQUIVALENCE_FEATURES = (
     "cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max",
 )  # fmt: skip
 CORRECTNESS_FEATURES = (
-    "floor", "alias_recall", "alias_recall_beyond", "answer_precision", "alias_in_question", "fuzzy_recall",
-    "nonanswer", "echo", "alias_numbers", "numbers_given", "numbers_other", "negated", "cosine",
+    "floor", "fuzzy_recall", "nonanswer", "echo", "alias_numbers", "numbers_given", "numbers_other", "negated", "cosine",
     "bertscore_recall", "bertscore_precision_q",
 )  # fmt: skip
 
@@ -230,15 +229,9 @@ def correctness_features(answer: str, alias: str, question: str | None, enc: Tok
     x = extract(answer, question)
     g = extract(alias, None)
     want = g.content or g.tokens
-    _, rec = overlap(x.tokens, want)
-    _, rec_beyond = overlap(x.beyond, extract(alias, question).beyond)
-    prec, _ = overlap(x.beyond, g.tokens)
-    q_toks = tuple(normalize_answer(question).split()) if question else ()
-    in_q = float(bool(g.tokens) and bool(find_spans(g.tokens, q_toks)))
     soft = [math.nan] * 3 if enc is None else correctness_soft(answer, alias, question, enc)
     return [
-        float(alias_contained(answer, alias, question)), rec, rec_beyond, prec, in_q,
-        _fuzzy_recall(want, x.tokens), float(not x.answers), float(x.echo), float(bool(g.numbers)),
+        float(alias_contained(answer, alias, question)), _fuzzy_recall(want, x.tokens), float(not x.answers), float(x.echo), float(bool(g.numbers)),
         float(bool(g.numbers) and g.numbers <= x.numbers), float(bool(x.new_numbers - g.numbers)),
         float(x.negated), *soft,
     ]

@@ -10,7 +10,8 @@ by question chose (docs/benchmarks.md); both are evaluated here with numpy alone
 
 Each is a two-stage cascade: a first model reads only the lexical features (no encoder); where its probability is
 inside the shipped ``band`` (default (0.2, 0.8): the pairs it is unsure of) the texts are encoded with MiniLM and the
-full model decides. Grouped CV found the cascade within 0.002 of the full model while encoding a quarter to a third
+full model decides; for equivalence, where the full model is unsure too (inside the band), its probability is
+averaged with the MiniLM cross-encoder's (`elical.judges.cross_encoder`). Grouped CV found the cascade within 0.002 of the full model while encoding a quarter to a third
 of the pairs (docs/benchmarks.md), so the encoder, the judges' main cost, runs only where it helps. Before either
 model one named rule of the shared extraction (`elical.judges.extract`) decides: two non-answers are never the same
 answer ("both-non-answers"), a non-answer is never correct ("non-answer").
@@ -142,15 +143,20 @@ class _Learned:
         key = (str(model_path), device, batch_size)
         self.encoder = _ENCODERS.setdefault(key, TokenEncoder(model_path, device, batch_size))
 
-    def _by(self, full: bool, *row) -> str:
-        """Which step decided a row: "rule: NAME", "full" or "cheap"."""
+    def _by(self, stage: int, *row) -> str:
+        """Which step decided a row (``stage`` as `_cascade` gives it): "rule: NAME", "cheap", "full" or
+        "full + cross-encoder"."""
         name = self.rule(*row)
-        return f"rule: {name}" if name else "full" if full else "cheap"
+        return f"rule: {name}" if name else ("cheap", "full", "full + cross-encoder")[int(stage)]
 
     @property
     def model(self):
         """The MiniLM encoder behind the soft-alignment features (loaded on first use)."""
         return self.encoder.model
+
+    def _second_opinion(self, rows: list) -> np.ndarray | None:
+        """A second model's P(label 1) of the rows the full model decides, averaged with it; None (no second)."""
+        return None
 
     @staticmethod
     def rule(*row) -> str | None:
@@ -158,10 +164,11 @@ class _Learned:
         return None
 
     def _cascade(self, rows: list, featurize, soft) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(P(label 1) per row, the feature matrix, which rows the full model decided). ``featurize(*row, None)`` is
-        a row's feature list with the soft features NaN, ``soft(*row, encoder)`` its soft features; the encoder runs
-        only on the rows the cheap model is unsure of (all rows without a cheap model); a row a `rule` decides gets
-        probability 0."""
+        """(P(label 1) per row, the feature matrix, the stage that decided each row: 0 cheap, 1 full, 2 full with the
+        second opinion). ``featurize(*row, None)`` is a row's feature list with the soft features NaN,
+        ``soft(*row, encoder)`` its soft features; the encoder runs only on the rows the cheap model is unsure of
+        (all rows without a cheap model), the second opinion (`_second_opinion`) only where the full model is unsure
+        too (probability inside the band), and a row a `rule` decides gets probability 0."""
         X = np.array([featurize(*r, None) for r in rows], dtype=float).reshape(len(rows), len(self.names))
         full = np.ones(len(rows), dtype=bool)
         p = np.zeros(len(rows))
@@ -171,25 +178,51 @@ class _Learned:
         ruled = np.array([self.rule(*r) is not None for r in rows], dtype=bool).reshape(len(rows))
         full &= ~ruled
         p[ruled] = 0.0
+        stage = full.astype(int)
         idx = np.flatnonzero(full)
         if len(idx):
             self.encoder.encode_all([t.strip() for i in idx for t in rows[i][:2]])
             soft_cols = [j for j, n in enumerate(self.names) if n in SOFT_FEATURES]
             X[np.ix_(idx, soft_cols)] = [soft(*rows[i], self.encoder) for i in idx]
             p[idx] = self.scorer.proba(X[idx])
-        return p, X, full
+            unsure = idx[(p[idx] > self.band[0]) & (p[idx] < self.band[1])]
+            second = self._second_opinion([rows[i] for i in unsure]) if len(unsure) else None
+            if second is not None:
+                p[unsure] = (p[unsure] + second) / 2
+                stage[unsure] = 2
+        return p, X, stage
 
 
 class LearnedEquivalenceJudge(_Learned, PairJudge):
     """Equivalence of two answers to one question by the shipped classifier ("learned"; the default).
 
+    Where the cheap stage and the full feature model are both unsure (probability inside the band), P(same) is the
+    mean of the full model's and the shipped MiniLM cross-encoder's (`elical.judges.cross_encoder`; grouped CV in
+    docs/benchmarks.md chose it).
+
     Parameters: model_path (MiniLM directory, default the packaged all-MiniLM-L6-v2), weights (a JSON file, default
-    the shipped `WEIGHTS_PATH`), threshold (probability cut, default the shipped one, 0.5), device, batch_size.
+    the shipped `WEIGHTS_PATH`), threshold (probability cut, default the shipped one, 0.5), device, batch_size,
+    cross_encoder (a safetensors file, default the shipped `CE_WEIGHTS_PATH`; False: the feature model alone).
     """
 
     name = "learned"
     task = "equivalence"
     names = EQUIVALENCE_FEATURES
+
+    def __init__(self, model_path=None, weights=None, threshold: float | None = None, device: str = "cpu",
+                 batch_size: int = 64, cross_encoder=None):
+        super().__init__(model_path, weights, threshold, device, batch_size)
+        self._cross_path, self._cross = cross_encoder, None
+
+    def _second_opinion(self, rows: list) -> np.ndarray | None:
+        """The cross-encoder's P(same) of (a, b, question) rows (loaded on first use), or None when disabled."""
+        if self._cross_path is False:
+            return None
+        if self._cross is None:
+            from elical.judges.cross_encoder import CrossEncoder
+
+            self._cross = CrossEncoder(self.encoder.model, self._cross_path or None, self.encoder.batch_size)
+        return self._cross.proba(rows)
 
     @staticmethod
     def rule(a: str, b: str, question: str | None = None) -> str | None:

@@ -1,0 +1,182 @@
+"""A MiniLM cross-encoder for answer equivalence (question, greedy answer, sample) fine-tuned with LoRA on the
+labelled pairs, measured against the feature classifier on the same grouped folds.
+
+    python benchmarks/judge_cross_encoder.py --folds 0,1,2,3,4    # grouped CV (~13 min a fold on one core)
+    python benchmarks/judge_cross_encoder.py --folds 0            # one fold; the table pools every saved fold
+    python benchmarks/judge_cross_encoder.py --write              # train on every pair, write the shipped weights
+
+Rows, folds and seed as benchmarks/judge_cv.py (GroupKFold(5, shuffled, seed 0) by normalised question). The
+cross-encoder reads "question [SEP] a" and "b" as a BERT text pair; each training pair is seen in both orders and a
+prediction averages both orders (symmetric). LoRA (Hu et al., 2022; peft) on the attention query/value projections
+of all-MiniLM-L6-v2 plus a linear head on [CLS]; class-balanced BCE; AdamW.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def encode(tok, rows, swap=False, max_length=128):
+    first = [f"{r['question']} [SEP] {r['b'] if swap else r['a']}" for r in rows]
+    second = [r["a"] if swap else r["b"] for r in rows]
+    return tok(first, second, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+
+
+def train_ce(rows, epochs=2, batch=16, lr=1e-3, seed=0, r=8):
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from elical.judges.semantic import Embedder
+
+    torch.manual_seed(seed)
+    st = Embedder().model
+    tok, bert = st.tokenizer, st[0].auto_model
+    model = get_peft_model(bert, LoraConfig(r=r, lora_alpha=2 * r, target_modules=["query", "value"]))
+    head = torch.nn.Linear(bert.config.hidden_size, 1)
+    params = [p for p in model.parameters() if p.requires_grad] + list(head.parameters())
+    opt = torch.optim.AdamW(params, lr=lr)
+    y = np.array([x["label"] for x in rows], dtype=np.float32)
+    pos_weight = torch.tensor((1 - y.mean()) / max(y.mean(), 1e-6))
+    data = [(x, s) for x in rows for s in (False, True)]
+    rng = np.random.default_rng(seed)
+    steps = epochs * ((len(data) + batch - 1) // batch)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: min(1.0, (t + 1) / 50) * max(0.0, 1 - t / steps))
+    model.train()
+    t0, step = time.perf_counter(), 0
+    for ep in range(epochs):
+        order = rng.permutation(len(data))
+        for i in range(0, len(order), batch):
+            chunk = [data[j] for j in order[i:i + batch]]
+            loss = 0.0
+            for swap in (False, True):
+                part = [x for x, s in chunk if s == swap]
+                if not part:
+                    continue
+                enc = encode(tok, part, swap)
+                logit = head(model(**enc).last_hidden_state[:, 0]).squeeze(-1)
+                target = torch.tensor([x["label"] for x in part], dtype=torch.float32)
+                loss = loss + torch.nn.functional.binary_cross_entropy_with_logits(
+                    logit, target, pos_weight=pos_weight, reduction="sum") / len(chunk)
+            loss.backward()
+            opt.step(), sched.step(), opt.zero_grad()
+            step += 1
+            if step % 50 == 0:
+                print(f"  epoch {ep} step {step}/{steps} loss {float(loss):.3f} {time.perf_counter() - t0:.0f} s",
+                      flush=True)
+    model.eval()
+    return tok, model, head
+
+
+def predict_ce(tok, model, head, rows, batch=64):
+    import torch
+
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(rows), batch):
+            part = rows[i:i + batch]
+            p = [torch.sigmoid(head(model(**encode(tok, part, s)).last_hidden_state[:, 0]).squeeze(-1))
+                 for s in (False, True)]
+            out.append(((p[0] + p[1]) / 2).numpy())
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def export(model, head, path: Path, r: int, max_length: int = 128) -> None:
+    """Write the LoRA pairs (named by the BERT module they adapt) and the head as safetensors (the shipped form,
+    read by `elical.judges.cross_encoder.CrossEncoder`)."""
+    from safetensors.torch import save_file
+
+    out = {"head.weight": head.weight.detach().clone(), "head.bias": head.bias.detach().clone()}
+    for name, param in model.named_parameters():
+        if ".lora_" in name:
+            module, which = name.split(".lora_")
+            module = module.removeprefix("base_model.model.")
+            out[f"{module}.lora_{which.split('.')[0]}"] = param.detach().clone().contiguous()
+    save_file(out, str(path), metadata={"r": json.dumps(r), "alpha": json.dumps(2 * r),
+                                        "max_length": json.dumps(max_length),
+                                        "made_by": json.dumps("benchmarks/judge_cross_encoder.py --write")})
+
+
+def main(argv=None) -> int:
+    from judge_cv import BAND, SEED, Task, fit, load_sets, scores
+    from sklearn.model_selection import GroupKFold
+
+    from elical.judges.features import EQUIVALENCE_FEATURES, SOFT_FEATURES, TokenEncoder
+    from elical.judges.learned import LearnedEquivalenceJudge as LE
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--folds", default="0", help="folds to run, e.g. 0,1,2,3,4 ('' = only report the saved ones)")
+    p.add_argument("--save", type=Path, default=ROOT / "runs" / "judge_cross_encoder",
+                   help="where each fold's out-of-fold predictions are kept (the report pools every saved fold)")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--write", action="store_true", help="train on every pair and write the shipped weights")
+    args = p.parse_args(argv)
+    rows = [r for r in load_sets() if r["kind"] == "greedy-sample"]
+    if args.write:
+        from elical.judges.cross_encoder import CE_WEIGHTS_PATH
+
+        t0 = time.perf_counter()
+        tok, model, head = train_ce(rows, epochs=args.epochs)
+        export(model, head, CE_WEIGHTS_PATH, r=8)
+        print(f"wrote {CE_WEIGHTS_PATH} ({CE_WEIGHTS_PATH.stat().st_size / 1024:.0f} KiB) in "
+              f"{time.perf_counter() - t0:.0f} s")
+        return 0
+    judge = LE.__new__(LE)
+    judge.encoder, judge.names = TokenEncoder(), EQUIVALENCE_FEATURES
+    data = Task("equivalence", rows, judge)
+    cheap = [i for i, f in enumerate(EQUIVALENCE_FEATURES) if f not in SOFT_FEATURES]
+    folds = list(GroupKFold(5, shuffle=True, random_state=SEED).split(data.X, data.y, data.groups))
+    args.save.mkdir(parents=True, exist_ok=True)
+    for k in (int(f) for f in args.folds.split(",")) if args.folds else ():
+        train, test = folds[k]
+        t0 = time.perf_counter()
+        p_trees = fit("trees", data.X[train], data.y[train]).predict_proba(data.X[test])[:, 1]
+        tok, model, head = train_ce([rows[i] for i in train], epochs=args.epochs)
+        t1 = time.perf_counter()
+        p_ce = predict_ce(tok, model, head, [rows[i] for i in test])
+        print(f"fold {k}: train {t1 - t0:.0f} s, predict {time.perf_counter() - t1:.0f} s ({len(test)} pairs)")
+        np.save(args.save / f"fold{k}.npy", np.stack([test, p_trees, p_ce]))
+    saved = sorted(args.save.glob("fold*.npy"))
+    if not saved:
+        return 0
+    test = np.concatenate([np.load(f)[0] for f in saved]).astype(int)
+    p_trees, p_ce = (np.concatenate([np.load(f)[j] for f in saved]) for j in (1, 2))
+    p_cheap = np.zeros(len(test))
+    for f in saved:  # the cheap stage of each saved fold, refitted (seeded trees: the same as in the fold's run)
+        k = int(f.stem.removeprefix("fold"))
+        at = np.isin(test, folds[k][1])
+        p_cheap[at] = fit("trees", data.X[folds[k][0]][:, cheap], data.y[folds[k][0]]).predict_proba(
+            data.X[test[at]][:, cheap])[:, 1]
+    ruled = data.ruled[test]
+    unsure = (p_cheap > BAND[0]) & (p_cheap < BAND[1])
+    preds = {"cheap stage (trees)": p_cheap, "full feature model (trees)": p_trees, "cross-encoder": p_ce,
+             "mean of full and cross-encoder": (p_trees + p_ce) / 2,
+             "cascade, full model in the band (before)": np.where(unsure, p_trees, p_cheap),
+             "cascade, mean in the band (shipped)": np.where(unsure, (p_trees + p_ce) / 2, p_cheap)}
+    y, sets = data.y[test], np.array([rows[i]["set"] for i in test])
+    names = list(dict.fromkeys(sets))
+    print(f"\n### {len(saved)} grouped fold(s) of 5, {len(test)} pairs; the band sends {unsure.mean():.0%} to the "
+          f"full stage\n")
+    print("| judge | " + " | ".join(f"{s} (n={(sets == s).sum()})" for s in names) + " | pooled |")
+    print("|---|" + "---|" * (len(names) + 1))
+    for name, pr in preds.items():
+        v = np.where(ruled, 0, pr >= 0.5)
+        cells = [f"{scores(y[sets == s], v[sets == s])['balanced_accuracy']:.3f}" for s in names]
+        a = scores(y, v)
+        print(f"| {name} | " + " | ".join(cells) + f" | {a['balanced_accuracy']:.3f} "
+              f"({a['recall_same']:.2f}/{a['recall_diff']:.2f}) |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

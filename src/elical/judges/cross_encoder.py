@@ -1,0 +1,81 @@
+"""A MiniLM cross-encoder for answer equivalence: all-MiniLM-L6-v2 read as a BERT text pair ("question [SEP] a",
+"b"), with shipped LoRA weights (``learned_cross_encoder.safetensors``, under 1 MB) merged into a private copy of
+the encoder and a linear head on [CLS]; P(same) is the mean over both orders of a and b, so it is symmetric.
+
+The weights are written by ``benchmarks/judge_cross_encoder.py --write`` (seeded) from the labelled pairs; nothing is
+trained at run time and peft is not needed to use them: each LoRA pair (A, B) is merged as W += (alpha / r) B A.
+Source: cross-encoder answer-equivalence classifiers (BEM, Bulian et al., 2022; PEDANTS, Li et al., 2024); LoRA
+(Hu et al., 2022).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["CE_WEIGHTS_PATH", "CrossEncoder", "pair_inputs"]
+
+CE_WEIGHTS_PATH = Path(__file__).with_name("learned_cross_encoder.safetensors")
+
+
+def pair_inputs(tok, rows: Sequence[tuple[str, str, str | None]], swap: bool, max_length: int = 128):
+    """Tokenised text pairs ("question [SEP] a", "b") (a and b exchanged when ``swap``) of (a, b, question) rows."""
+    first = [f"{q or ''} [SEP] {b if swap else a}" for a, b, q in rows]
+    second = [a if swap else b for a, b, _ in rows]
+    return tok(first, second, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+
+
+class CrossEncoder:
+    """P(same answer) of (a, b, question) rows from the shipped cross-encoder weights.
+
+    ``sentence_model``: the loaded all-MiniLM-L6-v2 SentenceTransformer (its tokenizer and BERT are copied, never
+    changed); ``path``: the safetensors file (default `CE_WEIGHTS_PATH`), holding ``head.weight`` (1, 384),
+    ``head.bias`` (1,) and, per adapted linear layer NAME of the BERT, ``NAME.lora_A`` (r, in) and ``NAME.lora_B``
+    (out, r); its metadata holds ``r``, ``alpha`` and ``max_length``. Raises FileNotFoundError when the file is
+    missing, KeyError when it names a layer the encoder lacks.
+    """
+
+    def __init__(self, sentence_model, path=None, batch_size: int = 64):
+        import torch
+        from safetensors import safe_open
+
+        path = Path(path or CE_WEIGHTS_PATH)
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        self.meta = {k: json.loads(v) for k, v in meta.items()}
+        self.tok = sentence_model.tokenizer
+        self.bert = copy.deepcopy(sentence_model[0].auto_model).eval()
+        scale = float(self.meta["alpha"]) / float(self.meta["r"])
+        modules = dict(self.bert.named_modules())
+        with torch.no_grad():
+            for key in [k for k in tensors if k.endswith(".lora_A")]:
+                name = key[: -len(".lora_A")]
+                if name not in modules:
+                    raise KeyError(f"{path}: layer {name!r} is not in the encoder")
+                modules[name].weight += scale * tensors[f"{name}.lora_B"] @ tensors[key]
+        self.head = torch.nn.Linear(tensors["head.weight"].shape[1], 1)
+        with torch.no_grad():
+            self.head.weight.copy_(tensors["head.weight"])
+            self.head.bias.copy_(tensors["head.bias"])
+        self.max_length = int(self.meta.get("max_length", 128))
+        self.batch_size = batch_size
+
+    def proba(self, rows: Sequence[tuple[str, str, str | None]]) -> np.ndarray:
+        """P(same) of each (a, b, question) row, shape (n,), in [0, 1]."""
+        import torch
+
+        order = sorted(range(len(rows)), key=lambda i: sum(len(t or "") for t in rows[i]))  # less padding
+        out = np.zeros(len(rows))
+        with torch.inference_mode():
+            for i in range(0, len(rows), self.batch_size):
+                idx = order[i:i + self.batch_size]
+                part = [rows[j] for j in idx]
+                logits = [self.head(self.bert(**pair_inputs(self.tok, part, s, self.max_length)).last_hidden_state[
+                    :, 0]).squeeze(-1) for s in (False, True)]
+                out[idx] = ((torch.sigmoid(logits[0]) + torch.sigmoid(logits[1])) / 2).float().numpy()
+        return out
