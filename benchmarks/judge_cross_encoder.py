@@ -162,11 +162,14 @@ def main(argv=None) -> int:
     preds = {"cheap stage (trees)": p_cheap, "full feature model (trees)": p_trees, "cross-encoder": p_ce,
              "mean of full and cross-encoder": (p_trees + p_ce) / 2,
              "cascade, full model in the band (before)": np.where(unsure, p_trees, p_cheap),
-             "cascade, mean in the band (shipped)": np.where(unsure, (p_trees + p_ce) / 2, p_cheap)}
+             "cascade, mean wherever the cheap stage is unsure": np.where(unsure, (p_trees + p_ce) / 2, p_cheap),
+             "cascade, mean where both stages are unsure (shipped)": np.where(
+                 unsure, np.where((p_trees > BAND[0]) & (p_trees < BAND[1]), (p_trees + p_ce) / 2, p_trees), p_cheap)}
     y, sets = data.y[test], np.array([rows[i]["set"] for i in test])
     names = list(dict.fromkeys(sets))
+    both = unsure & (p_trees > BAND[0]) & (p_trees < BAND[1])
     print(f"\n### {len(saved)} grouped fold(s) of 5, {len(test)} pairs; the band sends {unsure.mean():.0%} to the "
-          f"full stage\n")
+          f"full stage and {both.mean():.0%} to the cross-encoder\n")
     print("| judge | " + " | ".join(f"{s} (n={(sets == s).sum()})" for s in names) + " | pooled |")
     print("|---|" + "---|" * (len(names) + 1))
     for name, pr in preds.items():

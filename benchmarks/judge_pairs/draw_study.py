@@ -1,7 +1,7 @@
 """A random labelled sample of a study run's own judge pairs (``study_random``): not chosen by any judge's verdict.
 
     python benchmarks/judge_pairs/draw_study.py draw runs/study-cpu/run     # -> study_random_blind.jsonl (no labels)
-    python benchmarks/judge_pairs/draw_study.py merge                       # + study_random_labels.jsonl -> study_random.jsonl
+    python benchmarks/judge_pairs/draw_study.py merge     # + study_random_labels.jsonl -> study_random.jsonl
 
 ``draw`` reads the run's records (the nine HonestyBench QA sets; MMLU is judged by its letter and left out) and
 draws, with ``random.Random(SEED)``, ``N_EQUIVALENCE`` (record, sample) pairs (kind ``greedy-sample``: the greedy

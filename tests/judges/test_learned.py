@@ -225,6 +225,7 @@ def test_open_ended_and_unmatched_salient_features_by_hand():
     f = dict(zip(EQUIVALENCE_FEATURES, equivalence_features("She was born in Naples, Italy.", "Born in Milan, Italy",
                                                             q, None)))
     assert (f["salient_unmatched_both"], f["salient_disjoint"], f["open_any"], f["open_both"]) == (1.0, 0.0, 1.0, 0.0)
-    g = dict(zip(EQUIVALENCE_FEATURES, equivalence_features("Naples, Italy.", "In Naples, in southern Italy.", q, None)))
+    g = dict(zip(EQUIVALENCE_FEATURES, equivalence_features("Naples, Italy.", "In Naples, in southern Italy.", q,
+                                                            None)))
     assert (g["salient_unmatched_both"], g["open_any"]) == (0.0, 0.0)
     assert salient("It cost 1,000 lire in Naples.", q) == ["1000", "naples"]

@@ -11,8 +11,9 @@ Two questions are asked of every generated answer (HonestyBench, Ni et al., arXi
 Both receive the question. Modules: `base` (interfaces, input checks), `text` (normalization, numbers, F1,
 ROUGE-L), `rules` (exact / contains / lexical judges), `semantic` (embedding), `span` (question-aware answer
 spans, the earlier defaults), `extract` (answer extraction; the "normalized" alias-containment floor), `features` and
-`learned` (the "learned" classifiers over features, weights shipped in ``learned_weights.json``), `choices`
-(MMLU lettered choices), `nli`, `llm`, `explain` (``elical judge-explain``). Judges are made by name from
+`learned` (the "learned" classifiers over features, weights shipped in ``learned_weights.json``),
+`cross_encoder` (the learned equivalence judge's MiniLM cross-encoder, ``learned_cross_encoder.safetensors``),
+`choices` (MMLU lettered choices), `nli`, `llm`, `explain` (``elical judge-explain``). Judges are made by name from
 `EQUIVALENCE_JUDGES` / `CORRECTNESS_JUDGES` (`make_equivalence_judge`, `make_correctness_judge`); the CLI's
 choices read it too. Measured agreement with hand labels: docs/benchmarks.md.
 """

@@ -69,13 +69,14 @@ class CrossEncoder:
         """P(same) of each (a, b, question) row, shape (n,), in [0, 1]."""
         import torch
 
-        order = sorted(range(len(rows)), key=lambda i: sum(len(t or "") for t in rows[i]))  # less padding
-        out = np.zeros(len(rows))
+        # each distinct pair once (the score is symmetric: (a, b) and (b, a) are one pair), shortest first (padding)
+        keys = [(min(a, b), max(a, b), q) for a, b, q in rows]
+        todo = sorted(dict.fromkeys(keys), key=lambda k: sum(len(t or "") for t in k))
+        got = {}
         with torch.inference_mode():
-            for i in range(0, len(rows), self.batch_size):
-                idx = order[i:i + self.batch_size]
-                part = [rows[j] for j in idx]
+            for i in range(0, len(todo), self.batch_size):
+                part = todo[i:i + self.batch_size]
                 logits = [self.head(self.bert(**pair_inputs(self.tok, part, s, self.max_length)).last_hidden_state[
                     :, 0]).squeeze(-1) for s in (False, True)]
-                out[idx] = ((torch.sigmoid(logits[0]) + torch.sigmoid(logits[1])) / 2).float().numpy()
-        return out
+                got.update(zip(part, ((torch.sigmoid(logits[0]) + torch.sigmoid(logits[1])) / 2).float().tolist()))
+        return np.array([got[k] for k in keys], dtype=float).reshape(len(rows))

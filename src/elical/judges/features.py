@@ -131,7 +131,8 @@ EQUIVALENCE_FEATURES = (
     "cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max",
 )  # fmt: skip
 CORRECTNESS_FEATURES = (
-    "floor", "fuzzy_recall", "nonanswer", "echo", "alias_numbers", "numbers_given", "numbers_other", "negated", "cosine",
+    "floor", "fuzzy_recall", "nonanswer", "echo", "alias_numbers", "numbers_given", "numbers_other", "negated",
+    "cosine",
     "bertscore_recall", "bertscore_precision_q",
 )  # fmt: skip
 
@@ -231,7 +232,8 @@ def correctness_features(answer: str, alias: str, question: str | None, enc: Tok
     want = g.content or g.tokens
     soft = [math.nan] * 3 if enc is None else correctness_soft(answer, alias, question, enc)
     return [
-        float(alias_contained(answer, alias, question)), _fuzzy_recall(want, x.tokens), float(not x.answers), float(x.echo), float(bool(g.numbers)),
+        float(alias_contained(answer, alias, question)), _fuzzy_recall(want, x.tokens), float(not x.answers),
+        float(x.echo), float(bool(g.numbers)),
         float(bool(g.numbers) and g.numbers <= x.numbers), float(bool(x.new_numbers - g.numbers)),
         float(x.negated), *soft,
     ]

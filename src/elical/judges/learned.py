@@ -11,10 +11,10 @@ by question chose (docs/benchmarks.md); both are evaluated here with numpy alone
 Each is a two-stage cascade: a first model reads only the lexical features (no encoder); where its probability is
 inside the shipped ``band`` (default (0.2, 0.8): the pairs it is unsure of) the texts are encoded with MiniLM and the
 full model decides; for equivalence, where the full model is unsure too (inside the band), its probability is
-averaged with the MiniLM cross-encoder's (`elical.judges.cross_encoder`). Grouped CV found the cascade within 0.002 of the full model while encoding a quarter to a third
-of the pairs (docs/benchmarks.md), so the encoder, the judges' main cost, runs only where it helps. Before either
-model one named rule of the shared extraction (`elical.judges.extract`) decides: two non-answers are never the same
-answer ("both-non-answers"), a non-answer is never correct ("non-answer").
+averaged with the MiniLM cross-encoder's (`elical.judges.cross_encoder`). The encoder, the judges' main cost, so runs
+only where it helps (grouped CV: docs/benchmarks.md). Before either model one named rule of the shared extraction
+(`elical.judges.extract`) decides: two non-answers are never the same answer ("both-non-answers"), a non-answer is
+never correct ("non-answer").
 
 Both explain a decision (`explain`): the extraction of each side, every feature and the probability.
 Source: a trained answer-equivalence classifier over cheap features, as PEDANTS (Li et al., 2024); BERTScore
