@@ -150,13 +150,14 @@ def main(argv=None) -> int:
     if not saved:
         return 0
     test = np.concatenate([np.load(f)[0] for f in saved]).astype(int)
-    p_trees, p_ce = (np.concatenate([np.load(f)[j] for f in saved]) for j in (1, 2))
-    p_cheap = np.zeros(len(test))
-    for f in saved:  # the cheap stage of each saved fold, refitted (seeded trees: the same as in the fold's run)
+    p_ce = np.concatenate([np.load(f)[2] for f in saved])  # the cross-encoder reads no feature: kept as trained
+    p_cheap, p_trees = np.zeros(len(test)), np.zeros(len(test))
+    for f in saved:  # both feature stages of each saved fold, refitted on today's features (seeded trees)
         k = int(f.stem.removeprefix("fold"))
-        at = np.isin(test, folds[k][1])
-        p_cheap[at] = fit("trees", data.X[folds[k][0]][:, cheap], data.y[folds[k][0]]).predict_proba(
+        at, train = np.isin(test, folds[k][1]), folds[k][0]
+        p_cheap[at] = fit("trees", data.X[train][:, cheap], data.y[train]).predict_proba(
             data.X[test[at]][:, cheap])[:, 1]
+        p_trees[at] = fit("trees", data.X[train], data.y[train]).predict_proba(data.X[test[at]])[:, 1]
     ruled = data.ruled[test]
     unsure = (p_cheap > BAND[0]) & (p_cheap < BAND[1])
     preds = {"cheap stage (trees)": p_cheap, "full feature model (trees)": p_trees, "cross-encoder": p_ce,

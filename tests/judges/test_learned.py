@@ -9,7 +9,7 @@ import pytest
 from elical.judges import make_correctness_judge, make_equivalence_judge
 from elical.judges.extract import alias_contained, extract
 from elical.judges.features import (EQUIVALENCE_FEATURES, SOFT_FEATURES, TokenEncoder, bertscore,
-                                    equivalence_features, overlap, salient)
+                                    equivalence_features, is_open, overlap, salient)
 from elical.judges.learned import Scorer, export_model, load_weights
 
 
@@ -147,9 +147,13 @@ def test_shipped_weights_are_small_and_match_the_features():
 
 def test_learned_judges_on_invented_pairs():
     """Invented pairs of the issue's kinds 1-5. The default cascade decides kinds 1, 3, 4, 5 right; kind 2 (a
-    paraphrase sharing no word, "Islam" / "Muslims") only the full model gets (probability 0.51): the lexical first
-    stage is sure (0.02) the answers differ and never asks MiniLM, a known miss of the cascade (docs/benchmarks.md,
-    with "North Dakota" / "South Dakota" and numbers written as words)."""
+    paraphrase sharing no word, "Islam" / "Muslims") only the full stage gets (the feature model 0.41, the
+    cross-encoder 0.93, their mean 0.67): the lexical first stage is sure (0.03) the answers differ and never asks
+    MiniLM, a known miss of the cascade (docs/benchmarks.md, with "North Dakota" / "South Dakota" and numbers
+    written as words). Kind 5 is decided by the named rule (two
+    cut-off echoes: both non-answers); a short cut-off echo with its words reordered ("The Old Mill of Brenhaven
+    was" for "When was the Old Mill of Brenhaven built") is no echo to the extraction, and the models put it near
+    the cut (0.53 against "When was the Old Mill of Brenhaven built, and"): a known borderline miss."""
     eq = [("Which country is the town of Skive in?", "Skive is located in Denmark, a Scandinavian country in "
            "Northern Europe.", "Skive is located in Denmark.", 1),  # kind 1
           ("What religion do most people in Tunisia follow?", "Most people in Tunisia follow Islam.",
@@ -158,13 +162,14 @@ def test_learned_judges_on_invented_pairs():
            "His wife was Edith Fennimore.", 0),  # kind 3
           ("Does the Verlan river flow into the sea?", "The Verlan river flows into the sea.",
            "The Verlan river does not flow into the sea.", 0),  # kind 4
-          ("When was the Old Mill of Brenhaven built", "The Old Mill of Brenhaven was",
-           "When was the Old Mill of Brenhaven built, and", 0)]  # kind 5
+          ("When was the Old Mill of Brenhaven on the river Lenne built", "The Old Mill of Brenhaven on the river "
+           "Lenne was built in the", "When was the Old Mill of Brenhaven on the river Lenne built, and", 0)]  # kind 5
     judge = make_equivalence_judge("learned")
     got = judge.judge_many([(a, b) for _, a, b, _ in eq], [q for q, *_ in eq])
     assert [got[i] for i in (0, 2, 3, 4)] == [1, 0, 0, 0]  # kinds 1, 3, 4, 5 (kind 2: see the docstring)
     full = judge.scorer.proba(judge.features([(a, b) for _, a, b, _ in eq], [q for q, *_ in eq]))
-    assert (full >= 0.5).astype(int).tolist() == [lab for *_, lab in eq]  # the full model on every feature
+    both = (full + judge._second_opinion([(a, b, q) for q, a, b, _ in eq])) / 2
+    assert (both[:4] >= 0.5).astype(int).tolist() == [1, 1, 0, 0]  # the full stage (features + cross-encoder)
     corr = make_correctness_judge("learned")
     got = corr.judge_many([("Portuguese is spoken in Brazil.", ["Portuguese Language"]),  # kind 6
                            ("I don't know the capital of Norway.", ["Oslo"])],
@@ -220,11 +225,14 @@ def test_named_non_answer_rules_decide_before_any_model():
 
 def test_open_ended_and_unmatched_salient_features_by_hand():
     """"Naples, Italy" / "Milan, Italy": each side names a place the other lacks (a slot filled twice), though they
-    share "Italy"; a text without closing punctuation is open (cut off, or a bare phrase); "1,000" is one number."""
+    share "Italy"; a long text without closing punctuation is open (cut off), a short bare phrase is not; "1,000" is
+    one number."""
     q = "Where was Carla Bensi born?"
-    f = dict(zip(EQUIVALENCE_FEATURES, equivalence_features("She was born in Naples, Italy.", "Born in Milan, Italy",
-                                                            q, None)))
+    f = dict(zip(EQUIVALENCE_FEATURES, equivalence_features("She was born in Naples, Italy.",
+                                                            "Carla Bensi was born in Milan, in Italy, in the", q,
+                                                            None)))
     assert (f["salient_unmatched_both"], f["salient_disjoint"], f["open_any"], f["open_both"]) == (1.0, 0.0, 1.0, 0.0)
+    assert not is_open("It is Lyon") and is_open("Carla Bensi was born in the city of Milan, in")
     g = dict(zip(EQUIVALENCE_FEATURES, equivalence_features("Naples, Italy.", "In Naples, in southern Italy.", q,
                                                             None)))
     assert (g["salient_unmatched_both"], g["open_any"]) == (0.0, 0.0)

@@ -30,7 +30,7 @@ from elical.judges.semantic import Embedder
 from elical.judges.text import find_spans, normalize_answer, token_f1
 
 __all__ = ["TokenEncoder", "EQUIVALENCE_FEATURES", "CORRECTNESS_FEATURES", "SOFT_FEATURES", "equivalence_features",
-           "correctness_features", "equivalence_soft", "correctness_soft", "overlap", "bertscore", "salient"]
+           "correctness_features", "equivalence_soft", "correctness_soft", "overlap", "bertscore", "salient", "is_open"]
 
 
 def overlap(x: Sequence[str], y: Sequence[str]) -> tuple[float, float]:
@@ -140,6 +140,7 @@ CORRECTNESS_FEATURES = (
 #: The features read from the MiniLM encoder (NaN without one); in both feature sets they come last.
 SOFT_FEATURES = frozenset({"cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max",
                            "bertscore_recall", "bertscore_precision_q"})
+OPEN_MIN_WORDS = 8  # a 20-token answer has ~12-16 words; the default QA answers of 1-5 words are bare phrases
 _WORD = re.compile(r"[^\W_](?:[\w'.-]|,(?=\d))*")  # "1,000" is one word
 _NOT_SALIENT = STOP_WORDS | NEGATIONS | {"yes"}
 _NO = frozenset({"no", "not", "never", "isnt", "doesnt", "cannot", "cant", "arent", "wasnt", "werent", "didnt"})
@@ -160,8 +161,9 @@ def salient(text: str, question: str | None) -> list[str]:
 
 
 def is_open(text: str) -> bool:
-    """The answer stops without closing punctuation (. ! ? or a closing quote/bracket): cut off, or a bare phrase."""
-    return not re.search(r"[.!?\"')\]]\s*$", text)
+    """The answer looks cut off: it stops without closing punctuation (. ! ? or a closing quote/bracket) and is long
+    enough (>= `OPEN_MIN_WORDS` words) to have reached a token limit; a short bare phrase ("It is Lyon") is not."""
+    return len(text.split()) >= OPEN_MIN_WORDS and not re.search(r"[.!?\"')\]]\s*$", text)
 
 
 def _cover(x: list[str], other: set[str]) -> float:
