@@ -27,10 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-def encode(tok, rows, swap=False, max_length=128):
-    first = [f"{r['question']} [SEP] {r['b'] if swap else r['a']}" for r in rows]
-    second = [r["a"] if swap else r["b"] for r in rows]
-    return tok(first, second, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+def encode(tok, rows, swap=False):
+    """The shipped judge's inputs (`elical.judges.cross_encoder.pair_inputs`) of labelled rows."""
+    from elical.judges.cross_encoder import pair_inputs
+
+    return pair_inputs(tok, [(r["a"], r["b"], r["question"]) for r in rows], swap)
 
 
 def train_ce(rows, epochs=2, batch=16, lr=1e-3, seed=0, r=8):

@@ -9,7 +9,9 @@ Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5,f
 tests/fixtures/judge_pairs.jsonl, and the ``dev`` part (by question) of the two sets drawn from the ``cpu`` study's
 own answers, ``study_random`` (a random sample) and ``study_disagree`` (where learned and the rules disagreed); their
 ``test`` parts are held out. ``final`` was the frozen test set of the first learned judges; scored once, it is
-training data now. ``final2`` is never read here: it is the frozen final test set (benchmarks/judge_agreement.py).
+training data now. ``final2`` and ``final3`` are never read here: they are the frozen final test sets
+(benchmarks/judge_agreement.py). The shipped equivalence judge also averages in a MiniLM cross-encoder where both
+cascade stages are unsure: its training and grouped CV (the same folds) are benchmarks/judge_cross_encoder.py.
 Equivalence is learned from the ``greedy-sample`` pairs, correctness from the ``answer-gold`` pairs (one training row
 per (answer, stated alias); a prediction is the max over all gold aliases). Folds: GroupKFold (5, shuffled,
 seed 0) over the SQuAD-normalised question, so no question is in a training and a test fold at once, even across

@@ -73,3 +73,33 @@ def test_questions_are_new(final, norm, shared_data):
             earlier |= {norm(json.loads(x)["question"]) for x in lines if x.strip()}
     earlier |= {norm(q["question"]) for q in load_facts()}
     assert len(mine) == 181 and not mine & earlier
+
+
+@pytest.mark.parametrize("name", ["final2", "final3"])
+def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
+    rows, cands, labels = read(f"{name}.jsonl"), read(f"{name}_candidates.jsonl"), read(f"{name}_labels.jsonl")
+    by_id = {d["pair_id"]: d for d in labels}
+    assert [c["pair_id"] for c in cands] == [d["pair_id"] for d in labels]
+    assert [r["pair_id"] for r in rows] == [c["pair_id"] for c in cands if by_id[c["pair_id"]]["label"] is not None]
+    for r in rows:
+        assert r["label"] == by_id[r["pair_id"]]["label"] in (0, 1) and r["category"] in CATEGORIES
+        assert r["kind"] != "answer-gold" or r["b"] in r["aliases"]
+
+
+def test_study_sets_split_by_question():
+    """study_random and study_disagree: every question in one part, by the hash rule of draw_study.py; labels 0/1;
+    the blind file holds no label; the merged set is the blind file less the dropped pairs."""
+    sys.path.insert(0, str(DIR))
+    from draw_study import part_of
+
+    blind, rows = read("study_random_blind.jsonl"), read("study_random.jsonl")
+    assert not any("label" in b for b in blind) and len(blind) == 1500
+    dropped = {d["pair_id"] for d in read("study_random_labels.jsonl") if d["label"] is None}
+    assert [r["pair_id"] for r in rows] == [b["pair_id"] for b in blind if b["pair_id"] not in dropped]
+    for r in rows + read("study_disagree.jsonl"):
+        assert r["label"] in (0, 1) and r["part"] == part_of(r["question"])
+    parts = {}
+    for r in rows:
+        parts.setdefault(r["question"], set()).add(r["part"])
+    assert all(len(p) == 1 for p in parts.values())
+    assert Counter(r["part"] for r in rows) == Counter({"dev": 911, "test": 563})
