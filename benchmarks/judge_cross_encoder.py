@@ -80,15 +80,14 @@ def train_ce(rows, epochs=2, batch=16, lr=1e-3, seed=0, r=8):
 
 
 def predict_ce(tok, model, head, rows, batch=64):
+    """The shipped judge's P(same) (`elical.judges.cross_encoder.symmetric_proba`) of labelled rows, shape (n,)."""
     import torch
 
-    out = []
+    from elical.judges.cross_encoder import symmetric_proba
+
     with torch.no_grad():
-        for i in range(0, len(rows), batch):
-            part = rows[i:i + batch]
-            p = [torch.sigmoid(head(model(**encode(tok, part, s)).last_hidden_state[:, 0]).squeeze(-1))
-                 for s in (False, True)]
-            out.append(((p[0] + p[1]) / 2).numpy())
+        out = [symmetric_proba(tok, model, head, [(r["a"], r["b"], r["question"]) for r in rows[i:i + batch]]).numpy()
+               for i in range(0, len(rows), batch)]
     return np.concatenate(out) if out else np.zeros(0)
 
 

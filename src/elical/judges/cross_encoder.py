@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["CE_WEIGHTS_PATH", "CrossEncoder", "pair_inputs"]
+__all__ = ["CE_WEIGHTS_PATH", "CrossEncoder", "pair_inputs", "symmetric_proba"]
 
 CE_WEIGHTS_PATH = Path(__file__).with_name("learned_cross_encoder.safetensors")
 
@@ -27,6 +27,16 @@ def pair_inputs(tok, rows: Sequence[tuple[str, str, str | None]], swap: bool, ma
     first = [f"{q or ''} [SEP] {b if swap else a}" for a, b, q in rows]
     second = [a if swap else b for a, b, _ in rows]
     return tok(first, second, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+
+
+def symmetric_proba(tok, bert, head, rows: Sequence[tuple[str, str, str | None]], max_length: int = 128):
+    """P(same) of (a, b, question) rows as a torch tensor of shape (n,): the mean over both orders of a and b of
+    sigmoid(head([CLS] of ``bert``)). Used by `CrossEncoder` and by the training script's cross-validation."""
+    import torch
+
+    logits = [head(bert(**pair_inputs(tok, rows, s, max_length)).last_hidden_state[:, 0]).squeeze(-1)
+              for s in (False, True)]
+    return (torch.sigmoid(logits[0]) + torch.sigmoid(logits[1])) / 2
 
 
 class CrossEncoder:
@@ -76,7 +86,5 @@ class CrossEncoder:
         with torch.inference_mode():
             for i in range(0, len(todo), self.batch_size):
                 part = todo[i:i + self.batch_size]
-                logits = [self.head(self.bert(**pair_inputs(self.tok, part, s, self.max_length)).last_hidden_state[
-                    :, 0]).squeeze(-1) for s in (False, True)]
-                got.update(zip(part, ((torch.sigmoid(logits[0]) + torch.sigmoid(logits[1])) / 2).float().tolist()))
+                got.update(zip(part, symmetric_proba(self.tok, self.bert, self.head, part, self.max_length).tolist()))
         return np.array([got[k] for k in keys], dtype=float).reshape(len(rows))

@@ -38,6 +38,7 @@ __all__ = ["WEIGHTS_PATH", "Scorer", "export_model", "LearnedEquivalenceJudge", 
 
 WEIGHTS_PATH = Path(__file__).with_name("learned_weights.json")
 _ENCODERS: dict[tuple, TokenEncoder] = {}
+_CROSS: dict[tuple, object] = {}  # (id of a shared encoder, weights file) -> its CrossEncoder
 
 
 class Scorer:
@@ -218,10 +219,13 @@ class LearnedEquivalenceJudge(_Learned, PairJudge):
         """The cross-encoder's P(same) of (a, b, question) rows (loaded on first use), or None when disabled."""
         if self._cross_path is False:
             return None
-        if self._cross is None:
-            from elical.judges.cross_encoder import CrossEncoder
+        if self._cross is None:  # one per encoder and weights file: a run's judge stage and SE clustering share it
+            from elical.judges.cross_encoder import CE_WEIGHTS_PATH, CrossEncoder
 
-            self._cross = CrossEncoder(self.encoder.model, self._cross_path or None, self.encoder.batch_size)
+            key = (id(self.encoder), str(self._cross_path or CE_WEIGHTS_PATH))
+            if key not in _CROSS:
+                _CROSS[key] = CrossEncoder(self.encoder.model, self._cross_path or None, self.encoder.batch_size)
+            self._cross = _CROSS[key]
         return self._cross.proba(rows)
 
     @staticmethod
