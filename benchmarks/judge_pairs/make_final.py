@@ -1,7 +1,8 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, `--set final2` or `--set final3`: file prefix SET below):
+Run from the repository root (`--set final`, the default, `--set final2`, `--set final3` or `--set final4`: file prefix
+SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -52,6 +53,8 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # could not be checked (cyber-security discourse "1970s") and one of an obscure engineering fact ("1.5 KV").
 # final3 left out a wrong key ("surprise" as not a primary facial expression, where "love" is meant), a key that
 # depends on which USDA guide ("breads") and a doubtful one ("Compound proposition" for "Complex question").
+# final4 left out a wrong key (arenaviruses "predominately located" in "SE Asia", where Africa and South America is
+# meant) and a key that could not be checked (Macedo's immigration position "politically liberal").
 # Each set: its MMLU and draw seeds, its left-out rows, and the earlier sets whose MMLU rows it never draws.
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "after": ()},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030, "after": ("final",),
@@ -59,7 +62,9 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "a
                                 "mmlu/electrical_engineering/10"}},
         "final3": {"mmlu_seed": 2031, "draw_seed": 2032, "after": ("final", "final2"),
                    "left_out": {"mmlu/high_school_psychology/348", "mmlu/miscellaneous/570",
-                                "mmlu/logical_fallacies/51"}}}
+                                "mmlu/logical_fallacies/51"}},
+        "final4": {"mmlu_seed": 2033, "draw_seed": 2034, "after": ("final", "final2", "final3"),
+                   "left_out": {"mmlu/virology/93", "mmlu/moral_disputes/306"}}}
 
 
 def path(name, part):
