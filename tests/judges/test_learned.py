@@ -18,6 +18,12 @@ def test_extraction_echo_refusal_negation_numbers():
     assert extract("The capital of Brenland", q).echo and not extract("The capital of Brenland", q).answers
     assert not extract("The capital of Brenland is Brenland City.", q).echo  # a word beyond the question
     assert not extract("Ted Marsh is older than Ann Kell.", "Who is older, Ann Kell or Ted Marsh?").echo  # a choice
+    # a named option is an answer, though every word of it is the question's; a cut-off piece is not
+    q2 = "Which came first, the Brenland Accord or the Treaty of Velmar?"
+    assert extract("The Treaty of Velmar.", q2).answers and not extract("the Treaty of Velmar", q2).answers
+    assert not extract("Which came first, the Brenland", q2).answers  # where the question starts
+    q3 = "Which river flows past the old harbour town where the poet Ilse Varnholt was born?"
+    assert extract("The old harbour town where the poet Ilse Varnholt was", q3).echo  # cut off inside the question
     assert extract("I don't know the capital.", q).refusal
     assert extract("The Verlan does not flow north.", "Does the Verlan flow north?").negated
     assert not extract("No, it flows south.", "Is there no river?").negated  # the question's own "no"
@@ -40,6 +46,7 @@ def test_overlap_counts_repeats():
     ("I don't know, maybe Oslo.", "Oslo", None, False),  # a refusal is never correct
     ("The capital of Oslo county", "Oslo", "Which city is the capital of Oslo county?", False),  # an echo
     ("It is in Indiana.", "IN", None, False),  # a short code only as an exact token
+    ("Ann Kell.", "Ann Kell", "Who was born first, Ted Marsh or Ann Kell?", True),  # a named option answers
 ])
 def test_alias_contained(answer, alias, question, want):
     assert alias_contained(answer, alias, question) is want

@@ -11,6 +11,7 @@ correctness judge must beat: a gold alias, normalised the same way, occurs in a 
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
@@ -22,7 +23,7 @@ from elical.judges.base import CorrectnessBase, check_alias_pairs, question_at
 from elical.judges.rules import _code_in, is_code
 from elical.judges.text import find_spans, normalize_answer, numbers_in, strip_numbers
 
-__all__ = ["Extraction", "extract", "alias_contained", "NormalizedCorrectnessJudge", "NEGATIONS", "REFUSALS"]
+__all__ = ["Extraction", "extract", "is_open", "alias_contained", "NormalizedCorrectnessJudge", "NEGATIONS", "REFUSALS"]
 
 # Negation words after normalisation ("doesn't" -> "doesnt"); kept out of the stop words so that polarity counts.
 NEGATIONS = frozenset({"not", "no", "never", "none", "neither", "nor", "nobody", "nothing", "cannot", "without",
@@ -34,6 +35,16 @@ REFUSALS = tuple(tuple(s.split()) for s in (
     "no information", "not enough information", "as an ai", "cannot provide", "cant provide", "cannot determine",
     "not possible to determine"))  # fmt: skip
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS) - NEGATIONS
+OPEN_MIN_WORDS = 8  # a 20-token answer has ~12-16 words; the default QA answers of 1-5 words are bare phrases
+
+
+_CLOSED = re.compile(r"[.!?\"')\]]\s*$")  # ends with closing punctuation
+
+
+def is_open(text: str) -> bool:
+    """The answer looks cut off: it stops without closing punctuation (. ! ? or a closing quote/bracket) and is long
+    enough (>= `OPEN_MIN_WORDS` words) to have reached a token limit; a short bare phrase ("It is Lyon") is not."""
+    return len(text.split()) >= OPEN_MIN_WORDS and not _CLOSED.search(text)
 
 
 @dataclass(frozen=True)
@@ -45,9 +56,11 @@ class Extraction:
     canonical values (`elical.judges.text.numbers_in`); new_numbers : those not written in the question.
     negated : a negation word (`NEGATIONS`) beyond the question's own. refusal : a `REFUSALS` phrase. echo : the
     answer only restates the question: its content words, counted with repeats, are the question's and it either
-    repeats all of the question's content words in the question's order or is one contiguous piece of the
-    question (a cut-off echo).
-    A choice answer ("X is older than Y" to "Who is older, Y or X?") or "The capital of Durham is Durham." is no echo.
+    repeats all of the question's content words in the question's order or is a contiguous piece of the question
+    that starts where the question starts or stops without closing punctuation: a cut-off echo.
+    A choice answer ("X is older than Y" to "Who is older, Y or X?"), a piece from inside the question closed like a
+    sentence, which names one of its options ("Jane Austen." to "Who wrote Emma? Options: Charlotte Brontë; Jane
+    Austen; ..."), or "The capital of Durham is Durham." is no echo.
     """
 
     tokens: tuple[str, ...]
@@ -84,8 +97,9 @@ def extract(answer: str, question: str | None = None) -> Extraction:
     new_numbers = numbers - (frozenset(numbers_in(question)) if question else frozenset())
     negated = any(t in NEGATIONS and t not in q_toks for t in toks)
     refusal = any(find_spans(r, toks) for r in REFUSALS)
+    cut_piece = any(start == 0 or not _CLOSED.search(answer) for start, _ in find_spans(toks, q_seq))
     echo = bool(q_content) and bool(content) and not new_numbers and not Counter(content) - q_content and \
-        (_in_order(content, q_seq) or bool(find_spans(toks, q_seq)))
+        (_in_order(content, q_seq) or cut_piece)
     return Extraction(toks, content, beyond, numbers, new_numbers, negated, refusal, echo)
 
 

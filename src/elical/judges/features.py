@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from elical.judges.extract import NEGATIONS, STOP_WORDS, Extraction, alias_contained, extract
+from elical.judges.extract import NEGATIONS, STOP_WORDS, Extraction, alias_contained, extract, is_open
 from elical.judges.semantic import Embedder
 from elical.judges.text import find_spans, normalize_answer, token_f1
 
@@ -140,7 +140,6 @@ CORRECTNESS_FEATURES = (
 #: The features read from the MiniLM encoder (NaN without one); in both feature sets they come last.
 SOFT_FEATURES = frozenset({"cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max",
                            "bertscore_recall", "bertscore_precision_q"})
-OPEN_MIN_WORDS = 8  # a 20-token answer has ~12-16 words; the default QA answers of 1-5 words are bare phrases
 _WORD = re.compile(r"[^\W_](?:[\w'.-]|,(?=\d))*")  # "1,000" is one word
 _NOT_SALIENT = STOP_WORDS | NEGATIONS | {"yes"}
 _NO = frozenset({"no", "not", "never", "isnt", "doesnt", "cannot", "cant", "arent", "wasnt", "werent", "didnt"})
@@ -158,12 +157,6 @@ def salient(text: str, question: str | None) -> list[str]:
     q = _question_words(question)
     return [t for w in _WORD.findall(text) if w[0].isupper() or w[0].isdigit()
             for t in normalize_answer(w).split() if t not in q and t not in _NOT_SALIENT]
-
-
-def is_open(text: str) -> bool:
-    """The answer looks cut off: it stops without closing punctuation (. ! ? or a closing quote/bracket) and is long
-    enough (>= `OPEN_MIN_WORDS` words) to have reached a token limit; a short bare phrase ("It is Lyon") is not."""
-    return len(text.split()) >= OPEN_MIN_WORDS and not re.search(r"[.!?\"')\]]\s*$", text)
 
 
 def _cover(x: list[str], other: set[str]) -> float:
