@@ -41,13 +41,13 @@ def test_every_judge_builds_from_its_declaration(task):
             registry.create(name, **kwargs, no_such_option=1)
 
 
-def test_span_correctness_with_a_judge_model_is_no_type_error():
-    # `elical run --correctness-judge span --judge-model X`: X goes to the span equivalence judge only
+def test_a_judge_model_goes_only_to_the_judge_that_takes_one():
+    # `elical run --correctness-judge normalized --judge-model X`: no TypeError, X goes to the equivalence judge only
     from elical.jobs.annotate import Annotator
 
-    annotator = Annotator.default("/some/minilm", correctness="span", equivalence="span")
-    assert annotator.names["correctness"] == "span"
-    assert getattr(annotator.semantic, "model_path", "/some/minilm") is not None
+    annotator = Annotator.default("/some/minilm", correctness="normalized", equivalence="learned")
+    assert annotator.names["correctness"] == "normalized"
+    assert str(annotator.semantic.encoder.model_path) == "/some/minilm"
 
 
 def test_every_estimator_runs_from_its_declaration():

@@ -80,7 +80,7 @@ def test_evaluate_adds_every_estimator_and_keeps_trained_methods(tmp_path, capsy
     assert "| SE-Weighted |" in (tmp_path / "table.md").read_text()
     assert "| EliCal(8) |" in capsys.readouterr().out
 
-    assert res["estimators"]["SE-Discrete"]["judge"] == "span"  # the default equivalence judge
+    assert res["estimators"]["SE-Discrete"]["judge"] == "learned"  # the default equivalence judge
 
     # a second run is idempotent: same lines, nothing duplicated (another judge, same clusters on these answers)
     before = (tmp_path / "predictions.jsonl").read_text()
@@ -91,7 +91,19 @@ def test_evaluate_adds_every_estimator_and_keeps_trained_methods(tmp_path, capsy
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["estimators"]["SE-Weighted"]["judge"] == "exact"
     assert res["estimators"]["SE-Weighted"]["se_length_normalized"] is False
-    assert res["estimators"]["SE-Discrete"]["judge"] == "span"  # from the first call, kept
+    assert res["estimators"]["SE-Discrete"]["judge"] == "learned"  # from the first call, kept
+
+
+def test_a_run_judged_by_a_removed_judge_clusters_with_the_default(tmp_path, capsys):
+    make_run(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "equivalence_judge": "span"}))  # removed after 6deb8ba
+    assert main(["evaluate", str(tmp_path), "--estimators", "SE-Discrete", "--quiet"]) == 0
+    assert "equivalence_judge 'span' was removed" in capsys.readouterr().err
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["estimators"]["SE-Discrete"]["judge"] == "learned"
+    assert main(["evaluate", str(tmp_path), "--se-judge", "span", "--quiet"]) == 2  # named: an error
+    assert "was removed" in capsys.readouterr().err
 
 
 def test_records_without_logprobs(tmp_path, capsys):

@@ -27,6 +27,7 @@ def _run_dir(path):
     (path / "records").mkdir(parents=True)
     (path / "features").mkdir()
     (path / "features" / "hidden_states.safetensors").write_bytes(b"stand-in")
+    # a run judged by the removed rule judges: `elical judge` is how it moves to other judges
     (path / "config.json").write_text(json.dumps({"equivalence_judge": "span", "correctness_judge": "span-contains"}))
     with open(path / "records" / "annotations.jsonl", "w") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in RECORDS)

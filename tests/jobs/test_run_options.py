@@ -119,6 +119,32 @@ def test_resume_with_an_unreadable_config_names_the_file(tmp_path):
         _config_from_args(_args("--output", str(out), "--resume"))
 
 
+def test_a_removed_judge_is_a_clear_error(tmp_path, capsys):
+    """span / span-contains were removed (issue 20): the options, the judge factories and a run directory that
+    names one say so and how to re-judge (`elical judge DIR --output NEW`), with exit code 2."""
+    from elical.cli import main
+    from elical.judges import make_correctness_judge
+
+    for argv in (["run", "--equivalence-judge", "span"], ["run", "--correctness-judge", "span-contains"],
+                 ["judge", str(tmp_path), "--output", str(tmp_path / "x"), "--equivalence-judge", "span"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "was removed" in err and "elical judge DIR --output NEW" in err and "invalid choice" not in err
+    with pytest.raises(ValueError, match=r"'span-contains' was removed .* use 'learned'"):
+        make_correctness_judge("span-contains")
+    out = tmp_path / "run"
+    prepare_run_dir(out, PRESETS["smoke"], resume=False)
+    (out / "records").mkdir()
+    saved = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**saved, "equivalence_judge": "span"}))
+    assert main(["run", "--output", str(out), "--resume", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'config.json'}: field 'equivalence_judge': equivalence judge 'span' was removed" in err
+    assert f"elical judge {out} --output NEW" in err and not (out / "results.json").exists()
+
+
 def test_saved_config_roundtrips_through_json(tmp_path):
     from elical.jobs.config import saved_config
 

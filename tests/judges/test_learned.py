@@ -202,10 +202,11 @@ def test_judge_explain_command(capsys):
 
 
 @pytest.mark.parametrize("alias", ["Portuguese Language", "Portuguese language", "portuguese language"])
-def test_span_contains_ignores_the_case_of_an_alias(alias):
-    """Kind 6: the default correctness judge gave "Portuguese" for "Portuguese language" but not for
-    "Portuguese Language" (a capitalised alias kept the question's word "language" as part of a name)."""
-    judge = make_correctness_judge("span-contains")
+def test_correctness_ignores_the_case_of_an_alias(alias):
+    """Kind 6: the earlier default correctness judge (span-contains, removed) gave "Portuguese" for "Portuguese
+    language" but not for "Portuguese Language" (a capitalised alias kept the question's word "language" as part of
+    a name); the learned judge gives it for all three."""
+    judge = make_correctness_judge("learned")
     q = "What language is spoken in Brazil?"
     got = judge.judge_many([("Portuguese is spoken in Brazil.", [alias]), ("Spanish is spoken there.", [alias])],
                            [q, q])

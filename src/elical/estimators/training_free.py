@@ -178,8 +178,8 @@ def semantic_clusters_many(groups: Sequence[Sequence[str]], equivalent=None,
     is equivalent to it in both directions, else it opens a new cluster.
 
     groups : sequence of sequences of str (one per question). equivalent : callable ``(a, b) -> bool``, or an
-    object with ``judge_many(pairs) -> 0/1 array`` (e.g. :class:`elical.judges.span.SpanEquivalenceJudge`, the
-    default). questions : one question per group (or None), handed to a ``judge_many`` that takes ``questions=``
+    object with ``judge_many(pairs) -> 0/1 array`` (e.g. :class:`elical.judges.learned.LearnedEquivalenceJudge`,
+    the default). questions : one question per group (or None), handed to a ``judge_many`` that takes ``questions=``
     (an NLI judge prepends it to both answers, as Kuhn et al. do). Returns one int ndarray of shape (len(group),)
     per group: cluster ids 0, 1, ... in order of first appearance.
     """

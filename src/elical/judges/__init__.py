@@ -6,11 +6,12 @@ Two questions are asked of every generated answer (HonestyBench, Ni et al., arXi
 * **equivalence** — does a sampled answer agree with the greedy answer? (default "learned",
   `LearnedEquivalenceJudge`: the ``consistency_judgement`` behind self-consistency and Consis-Sem).
   The learned judges measured better than the rules on the question styles the rules were not written on
-  (docs/benchmarks.md, "Judges"); "span" / "span-contains" (the earlier defaults) stay available by name.
+  (docs/benchmarks.md, "Judges"). The hand-written rule judges "span" / "span-contains" (the earlier defaults)
+  were removed (last in commit 6deb8ba): naming them is an error that says how to re-judge (`REMOVED_JUDGES`).
 
 Both receive the question. Modules: `base` (interfaces, input checks), `text` (normalization, numbers, F1,
-ROUGE-L), `rules` (exact / contains / lexical judges), `semantic` (embedding), `span` (question-aware answer
-spans, the earlier defaults), `extract` (answer extraction; the "normalized" alias-containment floor), `features` and
+ROUGE-L), `rules` (exact / contains / lexical judges), `semantic` (embedding), `extract` (answer extraction; the
+"normalized" alias-containment floor), `features` and
 `learned` (the "learned" classifiers over features, weights shipped in ``learned_weights.json``),
 `cross_encoder` (the learned equivalence judge's MiniLM cross-encoder, ``learned_cross_encoder.safetensors``),
 `choices` (MMLU lettered choices), `nli`, `llm`, `explain` (``elical judge-explain``). Judges are made by name from
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from elical.registry import Registry
+from elical.registry import Registry, UnknownNameError
 
 # Public names, imported on first use so that reading the registry (the CLI's choices) stays cheap.
 _HOMES = {
@@ -32,7 +33,6 @@ _HOMES = {
     "learned": ("LearnedEquivalenceJudge", "LearnedCorrectnessJudge"),
     "rules": ("CorrectnessJudge", "LexicalConsistency", "LexicalEquivalenceJudge", "contains_match", "exact_match"),
     "semantic": ("SemanticEquivalenceJudge",),
-    "span": ("SpanCorrectnessJudge", "SpanEquivalenceJudge", "answer_span"),
     "text": ("normalize_answer", "numbers_in", "rouge_l", "token_f1"),
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
@@ -46,10 +46,9 @@ def __getattr__(name: str):
 __all__ = [
     "EQUIVALENCE_JUDGES", "CORRECTNESS_JUDGES", "JUDGE_NAMES", "judge_model_kw", "DEFAULT_CORRECTNESS", "DEFAULT_EQUIVALENCE", "make_equivalence_judge",
     "make_correctness_judge", "equivalence_names", "correctness_names", "normalize_answer", "exact_match",
-    "contains_match", "token_f1", "rouge_l", "numbers_in", "answer_span", "mmlu_correct", "mmlu_choice",
-    "PairJudge", "CorrectnessBase", "CorrectnessJudge", "LexicalConsistency", "LexicalEquivalenceJudge",
-    "AliasCorrectnessJudge", "SemanticEquivalenceJudge", "SpanEquivalenceJudge", "SpanCorrectnessJudge",
-    "NormalizedCorrectnessJudge", "LearnedEquivalenceJudge", "LearnedCorrectnessJudge", "extract",
+    "contains_match", "token_f1", "rouge_l", "numbers_in", "mmlu_correct", "mmlu_choice", "REMOVED_JUDGES",
+    "removed_judge", "PairJudge", "CorrectnessBase", "CorrectnessJudge", "LexicalConsistency",
+    "LexicalEquivalenceJudge", "AliasCorrectnessJudge", "SemanticEquivalenceJudge", "NormalizedCorrectnessJudge", "LearnedEquivalenceJudge", "LearnedCorrectnessJudge", "extract",
 ]  # fmt: skip
 
 
@@ -79,18 +78,6 @@ def _embedding_correctness(**kw):
     from elical.judges.base import AliasCorrectnessJudge
 
     return AliasCorrectnessJudge(_embedding(**kw))
-
-
-def _span(**kw):
-    from elical.judges.span import SpanEquivalenceJudge
-
-    return SpanEquivalenceJudge(**kw)
-
-
-def _span_correctness(**kw):
-    from elical.judges.span import SpanCorrectnessJudge
-
-    return SpanCorrectnessJudge(**kw)
 
 
 def _normalized(**kw):
@@ -148,16 +135,8 @@ EQUIVALENCE_JUDGES.add("embedding", _embedding, summary="whole-answer MiniLM cos
                        accepts=_MINILM)
 CORRECTNESS_JUDGES.add("embedding", _embedding_correctness, summary="MiniLM cosine with any alias",
                        model_kw="model_path", accepts=_MINILM)
-EQUIVALENCE_JUDGES.add("span", _span, summary="answer spans beyond the question (the rules; default before learned)",
-                       model_kw="model_path", accepts=(*_MINILM, "short_threshold", "fuzzy_cut"))
-# span correctness reads the answer spans and the aliases only: no model (--judge-model goes to the equivalence)
-CORRECTNESS_JUDGES.add("span", _span_correctness, summary="a gold alias within the answer span", model_kw=None,
-                       accepts=("fuzzy_cut",))
 CORRECTNESS_JUDGES.add("normalized", _normalized, summary="SQuAD-normalised alias containment, numbers as values, "
                        "non-answers never correct (the floor)", model_kw=None, accepts=())
-CORRECTNESS_JUDGES.add("span-contains", _span_correctness,
-                       summary="gold alias within the answer span (the rules; default before learned)", model_kw=None,
-                       accepts=("fuzzy_cut",))
 _LEARNED = ("model_path", "weights", "threshold", "device", "batch_size")
 EQUIVALENCE_JUDGES.add("learned", _learned("equivalence"), model_kw="model_path", accepts=_LEARNED,
                        summary="classifier over overlap/salient-word/number/echo/MiniLM features (default equivalence)")
@@ -174,6 +153,21 @@ CORRECTNESS_JUDGES.add("llm", _llm("correctness"), needs=("complete",),
 JUDGE_NAMES = tuple(dict.fromkeys([*CORRECTNESS_JUDGES, *EQUIVALENCE_JUDGES]))
 DEFAULT_EQUIVALENCE = "learned"
 DEFAULT_CORRECTNESS = "learned"
+#: Judge names no longer registered -> the last commit that had them (the hand-written rule judges, issue 20).
+REMOVED_JUDGES = {"span": "6deb8ba", "span-contains": "6deb8ba"}
+
+
+def removed_judge(name: str, task: str, directory: str = "DIR") -> str | None:
+    """Why ``name`` is not a ``task`` ("equivalence" / "correctness") judge when it is one of `REMOVED_JUDGES`: a
+    message naming the replacement and how to re-judge the answers stored in ``directory``; None for any other
+    name."""
+    if name not in REMOVED_JUDGES:
+        return None
+    default = DEFAULT_EQUIVALENCE if task == "equivalence" else DEFAULT_CORRECTNESS
+    return (f"{task} judge {name!r} was removed (the hand-written rule judges, last in commit "
+            f"{REMOVED_JUDGES[name]}); use {default!r} (the default) or another of "
+            f"{', '.join(EQUIVALENCE_JUDGES if task == 'equivalence' else CORRECTNESS_JUDGES)}; re-judge stored "
+            f"answers with the learned judges: elical judge {directory} --output NEW")
 
 
 def equivalence_names() -> list[str]:
@@ -188,8 +182,8 @@ def correctness_names() -> list[str]:
 
 def judge_model_kw(name: str, task: str | None = None) -> str | None:
     """The keyword through which judge ``name`` takes a local model directory (``--judge-model``), or None.
-    ``task``: "equivalence" or "correctness" (the same name may take a model for one and not the other, e.g.
-    "span"); None: either."""
+    ``task``: "equivalence" or "correctness" (the same name may take a model for one and not the other); None:
+    either."""
     registries = {"equivalence": (EQUIVALENCE_JUDGES,), "correctness": (CORRECTNESS_JUDGES,)}.get(
         task, (EQUIVALENCE_JUDGES, CORRECTNESS_JUDGES))
     for registry in registries:
@@ -202,12 +196,14 @@ def make_equivalence_judge(name: str, **kw):
     """An equivalence judge by name (see `EQUIVALENCE_JUDGES`), with ``judge_many(pairs, questions=None)`` and
     ``judge(greedy, samples, question=None)``.
 
-    kw go to the factory: lexical ones take ``threshold``; "embedding" / "span" / "learned" ``model_path``,
+    kw go to the factory: lexical ones take ``threshold``; "embedding" / "learned" ``model_path``,
     ``threshold``, ``device``, ``batch_size`` ("learned" also ``weights``, a JSON file); "nli" requires
     ``model_path``; "llm" requires ``complete``.
-    Raises ValueError for an unknown name (the message lists the names) or a keyword the judge does not take
-    (the message lists those it takes).
+    Raises ValueError for an unknown name (the message lists the names; for a removed one, `removed_judge`) or a
+    keyword the judge does not take (the message lists those it takes).
     """
+    if name in REMOVED_JUDGES:
+        raise UnknownNameError(removed_judge(name, "equivalence"))
     return EQUIVALENCE_JUDGES.create(name, **kw)
 
 
@@ -216,9 +212,12 @@ def make_correctness_judge(name: str, **kw):
     and ``judge(responses, aliases, question=None)`` (also callable so), 0/1 arrays.
 
     "exact" / "contains": `CorrectnessJudge`; "token-f1" / "rouge-l" / "embedding" / "nli": equivalent to any
-    alias (`AliasCorrectnessJudge`; NLI with ``direction="forward"``); "span" / "span-contains":
-    `SpanCorrectnessJudge`; "normalized": `elical.judges.extract.NormalizedCorrectnessJudge` (the floor);
+    alias (`AliasCorrectnessJudge`; NLI with ``direction="forward"``); "normalized":
+    `elical.judges.extract.NormalizedCorrectnessJudge` (the floor);
     "learned": `elical.judges.learned.LearnedCorrectnessJudge`; "llm": `elical.judges.llm.LLMJudge` in correctness mode.
-    Raises ValueError for an unknown name or a keyword the judge does not take (the message lists those it takes).
+    Raises ValueError for an unknown name (a removed one: `removed_judge`) or a keyword the judge does not take (the
+    message lists those it takes).
     """
+    if name in REMOVED_JUDGES:
+        raise UnknownNameError(removed_judge(name, "correctness"))
     return CORRECTNESS_JUDGES.create(name, **kw)

@@ -14,9 +14,7 @@ import numpy as np
 
 from elical.judges.text import find_spans, tokens
 
-__all__ = ["MMLUCorrectness", "mmlu_correct", "mmlu_choice", "choices_named", "lettered_choices"]
-
-_CHOICE_LINE = re.compile(r"^\s*\(?([A-D])[.)]\s+(.+?)\s*$", re.MULTILINE)
+__all__ = ["MMLUCorrectness", "mmlu_correct", "mmlu_choice", "choices_named"]
 
 _LETTERS = "ABCD"
 # "A" is also an article: not a letter when a lowercase word follows ("A cat"), except words that
@@ -95,18 +93,6 @@ def mmlu_correct(response: str, choices: Sequence[str], answer_index: int) -> bo
     if not 0 <= answer_index < len(choices):
         raise ValueError(f"answer_index must be in [0, {len(choices)}), got {answer_index!r}")
     return choices_named(response, choices) == {answer_index}
-
-
-def lettered_choices(question: str | None) -> list[str] | None:
-    """The choices of a question shown with lettered lines "A. ...", "B. ..." (MMLU in the QA layout), in order
-    A, B, ...; None when the question has no such lines (at least two, lettered from A)."""
-    if not question:
-        return None
-    found = _CHOICE_LINE.findall(question)
-    letters = "".join(letter for letter, _ in found)
-    if len(found) < 2 or letters != "ABCD"[: len(found)]:
-        return None
-    return [text for _, text in found]
 
 
 class MMLUCorrectness:

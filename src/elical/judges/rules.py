@@ -65,7 +65,7 @@ def numbers_agree(response: str, alias: str) -> bool | None:
 
 
 def alias_in(response: str, alias: str) -> bool:
-    """Whether the gold ``alias`` is given in ``response`` (no question: see `elical.judges.span` for that).
+    """Whether the gold ``alias`` is given in ``response`` (no question: see `elical.judges.learned` for that).
 
     1. empty after normalization (either side) -> False;
     2. an alias with numbers: all its numbers among the response's, and its other words among the response's;
@@ -117,7 +117,7 @@ class CorrectnessJudge(CorrectnessBase):
         "contains": `contains_match`; "exact": `exact_match`.
 
     Raises ValueError if ``mode`` is not one of the two. The question is accepted and ignored (the
-    question-aware judges are `elical.judges.learned` (the default) and `elical.judges.span`).
+    question-aware judges are `elical.judges.learned` (the default), nli and llm).
     """
 
     def __init__(self, mode: str = "contains"):

