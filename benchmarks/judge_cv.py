@@ -1,9 +1,8 @@
-"""Grouped cross-validation of the learned judges on every labelled pair set, against the rule judges; and the
+"""Grouped cross-validation of the learned judges on every labelled pair set, against baseline judges; and the
 reproducible training of the shipped weights.
 
     python benchmarks/judge_cv.py                     # CV tables (per set and pooled) + feature-group ablation
     python benchmarks/judge_cv.py --write             # + fit on all pairs, write src/elical/judges/learned_weights.json
-    python benchmarks/judge_cv.py --with-span --no-baselines   # + CV of the features stacked on the span verdict
 
 Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5,final,final2,final3}.jsonl,
 tests/fixtures/judge_pairs.jsonl, and the ``dev`` part (by question) of the two sets drawn from the ``cpu`` study's
@@ -68,8 +67,9 @@ GROUPS = {
         "minilm": ("cosine", "bertscore_recall", "bertscore_precision_q"),
     },
 }
-BASELINES = {"equivalence": ["span", "contains", "token-f1", "embedding"],
-             "correctness": ["span-contains", "normalized", "contains", "token-f1", "embedding"]}
+# (the rule judges span / span-contains, baselines here until commit 6deb8ba, were removed)
+BASELINES = {"equivalence": ["contains", "token-f1", "embedding"],
+             "correctness": ["normalized", "contains", "token-f1", "embedding"]}
 
 
 def load_sets() -> list[dict]:
@@ -184,9 +184,7 @@ def table(title: str, rows: list[dict], preds: dict[str, np.ndarray]) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--write", action="store_true", help="fit on every pair and write the shipped weights")
-    p.add_argument("--no-baselines", action="store_true", help="skip the rule judges (faster)")
-    p.add_argument("--with-span", action="store_true",
-                   help="also cross-validate the features plus the span judge's verdict as a column (not shipped)")
+    p.add_argument("--no-baselines", action="store_true", help="skip the baseline judges (faster)")
     p.add_argument("--out", type=Path, default=ROOT / "src" / "elical" / "judges" / "learned_weights.json")
     args = p.parse_args(argv)
     from elical.judges import make_correctness_judge, make_equivalence_judge
@@ -226,15 +224,6 @@ def main(argv=None) -> int:
               f"({best['cheap'][1]:.3f}); cascade "
               f"{scores(data.y, preds['learned (cascade)'])['balanced_accuracy']:.3f}, full model on "
               f"{unsure.mean():.0%} of the pairs")
-        if args.with_span:
-            span = "span" if task == "equivalence" else "span-contains"
-            make = make_equivalence_judge if task == "equivalence" else make_correctness_judge
-            verdict = np.asarray(make(span).judge_many(*_pairs(task, sub)))
-            data.X = np.column_stack([data.X, verdict])
-            data.X_all = np.column_stack([data.X_all, verdict[data.owner]])
-            for kind2 in ("logistic", "trees"):
-                preds[f"learned + {span} verdict ({kind2})"] = (data.cv(kind2, all_cols + [len(names)]) >= 0.5)
-            data.X, data.X_all = data.X[:, :-1], data.X_all[:, :-1]
         print(f"\n#### ablation ({mk}): pooled balanced accuracy without each feature group\n")
         for group, feats in GROUPS[task].items():
             cols = [i for i in all_cols if names[i] not in feats]

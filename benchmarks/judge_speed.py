@@ -1,6 +1,6 @@
 """Time the judges over `elical run`-sized work: 900 questions, greedy + 5 samples each (the default preset).
 
-    python benchmarks/judge_speed.py --judges span,span-contains,learned
+    python benchmarks/judge_speed.py --judges learned,normalized,contains
 
 Questions and answers are the recorded real SmolLM2 outputs of benchmarks/judge_pairs/*_outputs.jsonl (1,279
 questions; the first 900 in file order), so the texts are real model answers. Per judge: equivalence over the
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     from elical.judges import make_correctness_judge, make_equivalence_judge
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--judges", default="span,span-contains,learned")
+    p.add_argument("--judges", default="learned,normalized,contains")
     p.add_argument("--questions", type=int, default=900)
     p.add_argument("--samples", type=int, default=5)
     args = p.parse_args(argv)
