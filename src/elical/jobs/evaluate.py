@@ -188,7 +188,8 @@ def evaluate_run(run_dir, names=None, model_estimators: bool = False, k: int = 8
     model (default: the run's). se_judge / se_judge_model : the equivalence judge that clusters answers for
     SE-Discrete / SE-Weighted (:func:`elical.judges.make_equivalence_judge`; by default the run's own
     ``equivalence_judge`` with its ``semantic_model``; the default, "learned", for a run without the field, with an
-    llm judge, or, with a warning, with a removed judge (`elical.judges.REMOVED_JUDGES`)); se_length_normalized : see :func:`elical.estimators.training_free.se_weighted`.
+    llm judge, or, with a warning, with a removed judge (`elical.judges.REMOVED_JUDGES`)); se_length_normalized :
+    see :func:`elical.estimators.training_free.se_weighted`.
     Returns the updated results.json dict.
     Raises InputError (nothing written) for bad input; see the module docstring."""
     from elical.estimators import ESTIMATORS, EstimatorContext, estimate, names_of_kind

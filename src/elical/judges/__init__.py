@@ -44,11 +44,12 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'elical.judges' has no attribute {name!r}")
 
 __all__ = [
-    "EQUIVALENCE_JUDGES", "CORRECTNESS_JUDGES", "JUDGE_NAMES", "judge_model_kw", "DEFAULT_CORRECTNESS", "DEFAULT_EQUIVALENCE", "make_equivalence_judge",
-    "make_correctness_judge", "equivalence_names", "correctness_names", "normalize_answer", "exact_match",
-    "contains_match", "token_f1", "rouge_l", "numbers_in", "mmlu_correct", "mmlu_choice", "REMOVED_JUDGES",
-    "removed_judge", "PairJudge", "CorrectnessBase", "CorrectnessJudge", "LexicalConsistency",
-    "LexicalEquivalenceJudge", "AliasCorrectnessJudge", "SemanticEquivalenceJudge", "NormalizedCorrectnessJudge", "LearnedEquivalenceJudge", "LearnedCorrectnessJudge", "extract",
+    "EQUIVALENCE_JUDGES", "CORRECTNESS_JUDGES", "JUDGE_NAMES", "judge_model_kw", "DEFAULT_CORRECTNESS",
+    "DEFAULT_EQUIVALENCE", "REMOVED_JUDGES", "removed_judge", "make_equivalence_judge", "make_correctness_judge",
+    "equivalence_names", "correctness_names", "normalize_answer", "exact_match", "contains_match", "token_f1",
+    "rouge_l", "numbers_in", "mmlu_correct", "mmlu_choice", "PairJudge", "CorrectnessBase", "CorrectnessJudge",
+    "LexicalConsistency", "LexicalEquivalenceJudge", "AliasCorrectnessJudge", "SemanticEquivalenceJudge",
+    "NormalizedCorrectnessJudge", "LearnedEquivalenceJudge", "LearnedCorrectnessJudge", "extract",
 ]  # fmt: skip
 
 
