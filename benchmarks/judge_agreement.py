@@ -15,7 +15,7 @@ Columns: recall of "same" (label 1), recall of "different" (label 0), balanced a
 bootstrap interval over questions (2,000 resamples of the questions, seed 0), n. A file whose rows have no
 ``part`` field (a new labelled set) is scored whole.
 Rules and thresholds may be chosen on the dev part only; the test part is for reporting. The rule judges span /
-span-contains were removed after commit 6deb8ba; their measured numbers stay in docs/benchmarks.md.
+span-contains were removed after commit c1f5f3e; their measured numbers stay in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -153,6 +153,10 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--json", type=Path, help="also write the scores (and predictions) here")
     args = p.parse_args(argv)
+    from elical.judges import REMOVED_JUDGES
+
+    for name in [n for n in (args.judges or "").split(",") if n in REMOVED_JUDGES]:
+        print(f"judge_agreement: skipped {name!r}: removed (last in commit {REMOVED_JUDGES[name]})", file=sys.stderr)
 
     rows = load_pairs(args.pairs, args.part)
     print(f"pairs: {args.pairs} part={args.part} ({len(rows)}); python {sys.version.split()[0]}, "

@@ -8,11 +8,14 @@ equivalence), on the evaluation questions and on the pool.
 
 Usage (the second study reuses the first's generations and hidden states; nothing is generated again):
     elical study --preset cpu --output runs/study-cpu                                   # learned judges (default)
-    elical judge runs/study-cpu/run --output runs/study-cpu-span/run \\
-        --equivalence-judge span --correctness-judge span-contains
-    elical study --preset cpu --output runs/study-cpu-span --resume \\
-        --equivalence-judge span --correctness-judge span-contains
-    python benchmarks/judge_before_after.py runs/study-cpu-span runs/study-cpu --labels span,learned
+    elical judge runs/study-cpu/run --output runs/study-cpu-B/run \\
+        --equivalence-judge EQ --correctness-judge CORR
+    elical study --preset cpu --output runs/study-cpu-B --resume \\
+        --equivalence-judge EQ --correctness-judge CORR
+    python benchmarks/judge_before_after.py runs/study-cpu-B runs/study-cpu --labels B,learned
+
+docs/study.md's table was measured with EQ / CORR = span / span-contains (the rule judges, removed after commit
+c1f5f3e; those commands need that commit).
 """
 
 from __future__ import annotations
