@@ -67,7 +67,7 @@ GROUPS = {
         "minilm": ("cosine", "bertscore_recall", "bertscore_precision_q"),
     },
 }
-# (the rule judges span / span-contains, baselines here until commit c1f5f3e, were removed)
+# (the rule judges span / span-contains, baselines here until commit d5b0d7b, were removed)
 BASELINES = {"equivalence": ["contains", "token-f1", "embedding"],
              "correctness": ["normalized", "contains", "token-f1", "embedding"]}
 
