@@ -537,7 +537,10 @@ def test_judges_receive_the_question_at_annotation():
 def test_a_judge_given_the_question_uses_it():
     """Finding 2: the same pair is judged differently once the question says what is asked."""
     corr = make_correctness_judge("learned")
-    resp, aliases = "The capital of Mexico is Mexico City.", ["Mexico"]
+    # (span-contains also rejected "The capital of Mexico is Mexico City." for the alias "Mexico", an alias made only
+    # of question words; the third-round learned judge, without the lexical group, accepts it: an echo is the case
+    # it still decides by the question, through the named "non-answer" rule)
+    resp, aliases = "The capital of Mexico is", ["Mexico"]
     assert corr([resp], aliases).tolist() == [1]  # without the question "Mexico" is in the answer
     assert corr([resp], aliases, question="What is the capital of Mexico?").tolist() == [0]  # an echo
     eq = make_equivalence_judge("learned")
