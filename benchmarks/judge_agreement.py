@@ -15,7 +15,7 @@ Columns: recall of "same" (label 1), recall of "different" (label 0), balanced a
 bootstrap interval over questions (2,000 resamples of the questions, seed 0), n. A file whose rows have no
 ``part`` field (a new labelled set) is scored whole.
 Rules and thresholds may be chosen on the dev part only; the test part is for reporting. The rule judges span /
-span-contains were removed after commit d5b0d7b; their measured numbers stay in docs/benchmarks.md.
+span-contains were removed after commit 3e9e417; their measured numbers stay in docs/benchmarks.md.
 """
 
 from __future__ import annotations

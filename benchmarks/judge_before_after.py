@@ -15,7 +15,7 @@ Usage (the second study reuses the first's generations and hidden states; nothin
     python benchmarks/judge_before_after.py runs/study-cpu-B runs/study-cpu --labels B,learned
 
 docs/study.md's table was measured with EQ / CORR = span / span-contains (the rule judges, removed after commit
-d5b0d7b; those commands need that commit).
+3e9e417; those commands need that commit).
 """
 
 from __future__ import annotations

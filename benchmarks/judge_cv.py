@@ -67,7 +67,7 @@ GROUPS = {
         "minilm": ("cosine", "bertscore_recall", "bertscore_precision_q"),
     },
 }
-# (the rule judges span / span-contains, baselines here until commit d5b0d7b, were removed)
+# (the rule judges span / span-contains, baselines here until commit 3e9e417, were removed)
 BASELINES = {"equivalence": ["contains", "token-f1", "embedding"],
              "correctness": ["normalized", "contains", "token-f1", "embedding"]}
 

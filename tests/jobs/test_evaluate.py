@@ -97,7 +97,7 @@ def test_evaluate_adds_every_estimator_and_keeps_trained_methods(tmp_path, capsy
 def test_a_run_judged_by_a_removed_judge_clusters_with_the_default(tmp_path, capsys):
     make_run(tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
-    (tmp_path / "config.json").write_text(json.dumps({**cfg, "equivalence_judge": "span"}))  # removed after d5b0d7b
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "equivalence_judge": "span"}))  # removed after 3e9e417
     assert main(["evaluate", str(tmp_path), "--estimators", "SE-Discrete", "--quiet"]) == 0
     assert "equivalence_judge 'span' was removed" in capsys.readouterr().err
     res = json.loads((tmp_path / "results.json").read_text())

@@ -7,7 +7,7 @@ Two questions are asked of every generated answer (HonestyBench, Ni et al., arXi
   `LearnedEquivalenceJudge`: the ``consistency_judgement`` behind self-consistency and Consis-Sem).
   The learned judges measured better than the rules on the question styles the rules were not written on
   (docs/benchmarks.md, "Judges"). The hand-written rule judges "span" / "span-contains" (the earlier defaults)
-  were removed (last in commit d5b0d7b): naming them is an error that says how to re-judge (`REMOVED_JUDGES`).
+  were removed (last in commit 3e9e417): naming them is an error that says how to re-judge (`REMOVED_JUDGES`).
 
 Both receive the question. Modules: `base` (interfaces, input checks), `text` (normalization, numbers, F1,
 ROUGE-L), `rules` (exact / contains / lexical judges), `semantic` (embedding), `extract` (answer extraction; the
@@ -155,7 +155,7 @@ JUDGE_NAMES = tuple(dict.fromkeys([*CORRECTNESS_JUDGES, *EQUIVALENCE_JUDGES]))
 DEFAULT_EQUIVALENCE = "learned"
 DEFAULT_CORRECTNESS = "learned"
 #: Judge names no longer registered -> the last commit that had them (the hand-written rule judges, issue 20).
-REMOVED_JUDGES = {"span": "d5b0d7b", "span-contains": "d5b0d7b"}
+REMOVED_JUDGES = {"span": "3e9e417", "span-contains": "3e9e417"}
 
 
 def removed_judge(name: str, task: str, directory: str = "DIR") -> str | None:
