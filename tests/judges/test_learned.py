@@ -154,13 +154,13 @@ def test_shipped_weights_are_small_and_match_the_features():
 
 def test_learned_judges_on_invented_pairs():
     """Invented pairs of the issue's kinds 1-5. The default cascade decides kinds 1, 3, 4, 5 right; kind 2 (a
-    paraphrase sharing no word, "Islam" / "Muslims") only the full stage gets (the feature model 0.41, the
-    cross-encoder 0.93, their mean 0.67): the lexical first stage is sure (0.03) the answers differ and never asks
-    MiniLM, a known miss of the cascade (docs/benchmarks.md, with "North Dakota" / "South Dakota" and numbers
-    written as words). Kind 5 is decided by the named rule (two
-    cut-off echoes: both non-answers); a short cut-off echo with its words reordered ("The Old Mill of Brenhaven
-    was" for "When was the Old Mill of Brenhaven built") is no echo to the extraction, and the models put it near
-    the cut (0.53 against "When was the Old Mill of Brenhaven built, and"): a known borderline miss."""
+    paraphrase sharing no word, "Islam" / "Muslims") only the full stage gets (fourth-round weights: the feature
+    model 0.69, the cross-encoder 0.97, their mean 0.83): the lexical first stage is sure (0.04) the answers differ
+    and never asks MiniLM, a known miss of the cascade (docs/benchmarks.md, with "North Dakota" / "South Dakota" and
+    numbers written as words). Kind 5 is decided by the named rule (two cut-off echoes: both non-answers); a short
+    cut-off echo with its words reordered ("The Old Mill of Brenhaven was" for "When was the Old Mill of Brenhaven
+    built") is no echo to the extraction; the models judge it different from "When was the Old Mill of Brenhaven
+    built, and" (0.23; 0.53 with the third-round weights)."""
     eq = [("Which country is the town of Skive in?", "Skive is located in Denmark, a Scandinavian country in "
            "Northern Europe.", "Skive is located in Denmark.", 1),  # kind 1
           ("What religion do most people in Tunisia follow?", "Most people in Tunisia follow Islam.",
