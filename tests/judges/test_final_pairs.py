@@ -75,7 +75,7 @@ def test_questions_are_new(final, norm, shared_data):
     assert len(mine) == 181 and not mine & earlier
 
 
-@pytest.mark.parametrize("name", ["final2", "final3"])
+@pytest.mark.parametrize("name", ["final2", "final3", "final4"])
 def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
     rows, cands, labels = read(f"{name}.jsonl"), read(f"{name}_candidates.jsonl"), read(f"{name}_labels.jsonl")
     by_id = {d["pair_id"]: d for d in labels}
@@ -85,6 +85,26 @@ def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
         assert r["label"] == by_id[r["pair_id"]]["label"] in (0, 1) and r["category"] in CATEGORIES
         assert r["kind"] != "answer-gold" or r["b"] in r["aliases"]
 
+
+
+def test_final4_questions_are_new(norm, shared_data):
+    """final4's 150 written questions (15 styles x 10) are in no earlier set's outputs, no fixture, no HonestyBench QA
+    file and no `facts` question; its MMLU rows are drawn by no earlier set."""
+    from elical.data.facts import load_facts
+    qs = read("final4_questions.jsonl")
+    assert len(qs) == 150 and set(Counter(q["style"] for q in qs).values()) == {10}
+    mine = {norm(q["question"]) for q in qs}
+    earlier = {norm(q["question"]) for q in load_facts()}
+    for path in [*DIR.glob("*outputs.jsonl"), DIR.parents[1] / "tests" / "fixtures" / "judge_pairs.jsonl",
+                 *(shared_data / "honestybench-qa").glob("*/*.jsonl")]:
+        if path.name != "final4_outputs.jsonl":
+            earlier |= {norm(json.loads(x)["question"]) for x in path.read_text(encoding="utf-8").splitlines()
+                        if x.strip()}
+    assert len(mine) == 150 and not mine & earlier
+    mmlu = {o["id"] for o in read("final4_outputs.jsonl") if o["dataset"] == "mmlu"}
+    before = {o["id"] for n in ("final", "final2", "final3") for o in read(f"{n}_outputs.jsonl")
+              if o["dataset"] == "mmlu"}
+    assert len(mmlu) == 25 and not mmlu & before
 
 def test_study_sets_split_by_question():
     """study_random and study_disagree: every question in one part, by the hash rule of draw_study.py; labels 0/1;
