@@ -36,8 +36,6 @@ REFUSALS = tuple(tuple(s.split()) for s in (
     "not possible to determine"))  # fmt: skip
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS) - NEGATIONS
 OPEN_MIN_WORDS = 8  # a 20-token answer has ~12-16 words; the default QA answers of 1-5 words are bare phrases
-
-
 _CLOSED = re.compile(r"[.!?\"')\]]\s*$")  # ends with closing punctuation
 
 
