@@ -34,6 +34,19 @@ def norm():
     return norm
 
 
+def earlier_questions(norm, shared_data, name):
+    """Normalised questions of every outputs file here but set NAME's, the fixture, the HonestyBench QA files and
+    `facts`."""
+    from elical.data.facts import load_facts
+    earlier = {norm(q["question"]) for q in load_facts()}
+    for path in [*DIR.glob("*outputs.jsonl"), DIR.parents[1] / "tests" / "fixtures" / "judge_pairs.jsonl",
+                 *(shared_data / "honestybench-qa").glob("*/*.jsonl")]:
+        if path.name != f"{name}_outputs.jsonl":
+            lines = path.read_text(encoding="utf-8").splitlines()
+            earlier |= {norm(json.loads(x)["question"]) for x in lines if x.strip()}
+    return earlier
+
+
 def test_every_candidate_labelled_and_merged(final):
     rows, cands, labels = final
     by_id = {d["pair_id"]: d for d in labels}
@@ -61,18 +74,10 @@ def test_sizes_the_issue_asked_for(final):
 
 
 def test_questions_are_new(final, norm, shared_data):
-    from elical.data.facts import load_facts
     rows, _, _ = final
     mine = {norm(q["question"]) for q in read("final_questions.jsonl")}
     assert {norm(r["question"]) for r in rows if r["dataset"] == "written"} <= mine
-    earlier = set()
-    for path in [*DIR.glob("*outputs.jsonl"), DIR.parents[1] / "tests" / "fixtures" / "judge_pairs.jsonl",
-                 *(shared_data / "honestybench-qa").glob("*/*.jsonl")]:
-        if path.name != "final_outputs.jsonl":
-            lines = path.read_text(encoding="utf-8").splitlines()
-            earlier |= {norm(json.loads(x)["question"]) for x in lines if x.strip()}
-    earlier |= {norm(q["question"]) for q in load_facts()}
-    assert len(mine) == 181 and not mine & earlier
+    assert len(mine) == 181 and not mine & earlier_questions(norm, shared_data, "final")
 
 
 @pytest.mark.parametrize("name", ["final2", "final3", "final4"])
@@ -90,17 +95,10 @@ def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
 def test_final4_questions_are_new(norm, shared_data):
     """final4's 150 written questions (15 styles x 10) are in no earlier set's outputs, no fixture, no HonestyBench QA
     file and no `facts` question; its MMLU rows are drawn by no earlier set."""
-    from elical.data.facts import load_facts
     qs = read("final4_questions.jsonl")
     assert len(qs) == 150 and set(Counter(q["style"] for q in qs).values()) == {10}
     mine = {norm(q["question"]) for q in qs}
-    earlier = {norm(q["question"]) for q in load_facts()}
-    for path in [*DIR.glob("*outputs.jsonl"), DIR.parents[1] / "tests" / "fixtures" / "judge_pairs.jsonl",
-                 *(shared_data / "honestybench-qa").glob("*/*.jsonl")]:
-        if path.name != "final4_outputs.jsonl":
-            earlier |= {norm(json.loads(x)["question"]) for x in path.read_text(encoding="utf-8").splitlines()
-                        if x.strip()}
-    assert len(mine) == 150 and not mine & earlier
+    assert len(mine) == 150 and not mine & earlier_questions(norm, shared_data, "final4")
     mmlu = {o["id"] for o in read("final4_outputs.jsonl") if o["dataset"] == "mmlu"}
     before = {o["id"] for n in ("final", "final2", "final3") for o in read(f"{n}_outputs.jsonl")
               if o["dataset"] == "mmlu"}

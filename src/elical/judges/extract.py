@@ -82,6 +82,12 @@ def _in_order(content: Sequence[str], q_seq: Sequence[str]) -> bool:
     return all(any(t == w for w in want) for t in q_seq if t not in STOP_WORDS)
 
 
+def _cut_piece(answer: str, toks: Sequence[str], q_seq: Sequence[str]) -> bool:
+    """The answer is a contiguous piece of the question that starts where the question starts, or stops without
+    closing punctuation (cut off); a closed piece from inside the question names one of its options."""
+    return any(start == 0 or not _CLOSED.search(answer) for start, _ in find_spans(toks, q_seq))
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def extract(answer: str, question: str | None = None) -> Extraction:
     """The `Extraction` of ``answer`` given its ``question`` (None: no question words are removed)."""
@@ -95,9 +101,8 @@ def extract(answer: str, question: str | None = None) -> Extraction:
     new_numbers = numbers - (frozenset(numbers_in(question)) if question else frozenset())
     negated = any(t in NEGATIONS and t not in q_toks for t in toks)
     refusal = any(find_spans(r, toks) for r in REFUSALS)
-    cut_piece = any(start == 0 or not _CLOSED.search(answer) for start, _ in find_spans(toks, q_seq))
     echo = bool(q_content) and bool(content) and not new_numbers and not Counter(content) - q_content and \
-        (_in_order(content, q_seq) or cut_piece)
+        (_in_order(content, q_seq) or _cut_piece(answer, toks, q_seq))
     return Extraction(toks, content, beyond, numbers, new_numbers, negated, refusal, echo)
 
 
