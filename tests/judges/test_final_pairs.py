@@ -80,7 +80,7 @@ def test_questions_are_new(final, norm, shared_data):
     assert len(mine) == 181 and not mine & earlier_questions(norm, shared_data, "final")
 
 
-@pytest.mark.parametrize("name", ["final2", "final3", "final4"])
+@pytest.mark.parametrize("name", ["final2", "final3", "final4", "final5"])
 def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
     rows, cands, labels = read(f"{name}.jsonl"), read(f"{name}_candidates.jsonl"), read(f"{name}_labels.jsonl")
     by_id = {d["pair_id"]: d for d in labels}
@@ -92,17 +92,19 @@ def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
 
 
 
-def test_final4_questions_are_new(norm, shared_data):
-    """final4's 150 written questions (15 styles x 10) are in no earlier set's outputs, no fixture, no HonestyBench QA
-    file and no `facts` question; its MMLU rows are drawn by no earlier set."""
-    qs = read("final4_questions.jsonl")
+@pytest.mark.parametrize("name", ["final4", "final5"])
+def test_later_written_questions_are_new(name, norm, shared_data):
+    """final4's and final5's 150 written questions each (15 styles x 10) are in no earlier set's outputs, no fixture,
+    no HonestyBench QA file and no `facts` question; their MMLU rows are drawn by no earlier set."""
+    qs = read(f"{name}_questions.jsonl")
     assert len(qs) == 150 and set(Counter(q["style"] for q in qs).values()) == {10}
     mine = {norm(q["question"]) for q in qs}
-    assert len(mine) == 150 and not mine & earlier_questions(norm, shared_data, "final4")
-    mmlu = {o["id"] for o in read("final4_outputs.jsonl") if o["dataset"] == "mmlu"}
-    before = {o["id"] for n in ("final", "final2", "final3") for o in read(f"{n}_outputs.jsonl")
-              if o["dataset"] == "mmlu"}
+    assert len(mine) == 150 and not mine & earlier_questions(norm, shared_data, name)
+    mmlu = {o["id"] for o in read(f"{name}_outputs.jsonl") if o["dataset"] == "mmlu"}
+    earlier = ["final", "final2", "final3", "final4"][:int(name[-1]) - 1]
+    before = {o["id"] for n in earlier for o in read(f"{n}_outputs.jsonl") if o["dataset"] == "mmlu"}
     assert len(mmlu) == 25 and not mmlu & before
+
 
 def test_study_sets_split_by_question():
     """study_random and study_disagree: every question in one part, by the hash rule of draw_study.py; labels 0/1;
