@@ -4,14 +4,13 @@ reproducible training of the shipped weights.
     python benchmarks/judge_cv.py                     # CV tables (per set and pooled) + feature-group ablation
     python benchmarks/judge_cv.py --write             # + fit on all pairs, write src/elical/judges/learned_weights.json
 
-Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5,final,final2,final3}.jsonl,
+Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5,final,final2,final3,final4}.jsonl,
 tests/fixtures/judge_pairs.jsonl, and the ``dev`` part (by question) of the two sets drawn from the ``cpu`` study's
 own answers, ``study_random`` (a random sample) and ``study_disagree`` (where learned and the rules disagreed); their
-``test`` parts are held out. ``final``, ``final2`` and ``final3`` were the frozen test sets of the first, second
-and third learned judges; scored, they are training data now. ``final4`` is never read here: it is the frozen
-final test set (benchmarks/judge_agreement.py). The shipped equivalence judge also averages in a MiniLM
-cross-encoder where both cascade stages are unsure: its training and grouped CV (the same folds) are
-benchmarks/judge_cross_encoder.py.
+``test`` parts are held out. ``final`` ... ``final4`` were the frozen test sets of the first to fourth learned
+judges; scored, they are training data now. ``final5`` is never read here: it is the frozen final test set
+(benchmarks/judge_agreement.py). The shipped equivalence judge also averages in a MiniLM cross-encoder where both
+cascade stages are unsure: its training and grouped CV (the same folds) are benchmarks/judge_cross_encoder.py.
 Equivalence is learned from the ``greedy-sample`` pairs, correctness from the ``answer-gold`` pairs (one training row
 per (answer, stated alias); a prediction is the max over all gold aliases). Folds: GroupKFold (5, shuffled,
 seed 0) over the SQuAD-normalised question, so no question is in a training and a test fold at once, even across
@@ -37,8 +36,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-SETS = ["pairs", "dev2", "dev3", "test2", "test3", "test4", "test5", "final", "final2", "final3", "study_random",
-        "study_disagree"]
+SETS = ["pairs", "dev2", "dev3", "test2", "test3", "test4", "test5", "final", "final2", "final3", "final4",
+        "study_random", "study_disagree"]
 DEV_ONLY = {"study_random", "study_disagree"}  # their `test` part (by question) is held out: judge_agreement.py
 SEED = 0
 BAND = (0.2, 0.8)  # the cheap model's unsure band, where the full model decides

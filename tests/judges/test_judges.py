@@ -385,7 +385,7 @@ def test_lexical_thresholds_hand_computed():
 
 def test_registry_names_and_errors():
     assert JUDGE_NAMES == ("exact", "contains", "token-f1", "rouge-l", "embedding", "normalized", "learned", "nli",
-                           "llm")
+                           "llm", "learned-ce")
     with pytest.raises(ValueError, match="unknown equivalence judge 'bleu'.*exact, contains"):
         make_equivalence_judge("bleu")
     with pytest.raises(ValueError, match="unknown correctness judge"):

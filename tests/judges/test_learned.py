@@ -154,13 +154,11 @@ def test_shipped_weights_are_small_and_match_the_features():
 
 def test_learned_judges_on_invented_pairs():
     """Invented pairs of the issue's kinds 1-5. The default cascade decides kinds 1, 3, 4, 5 right; kind 2 (a
-    paraphrase sharing no word, "Islam" / "Muslims") only the full stage gets (fourth-round weights: the feature
-    model 0.69, the cross-encoder 0.97, their mean 0.83): the lexical first stage is sure (0.04) the answers differ
+    paraphrase sharing no word, "Islam" / "Muslims") only the full stage gets (fifth-round weights: the feature
+    model 0.45, the cross-encoder 1.00, their mean 0.72): the lexical first stage is sure (0.02) the answers differ
     and never asks MiniLM, a known miss of the cascade (docs/benchmarks.md, with "North Dakota" / "South Dakota" and
-    numbers written as words). Kind 5 is decided by the named rule (two cut-off echoes: both non-answers); a short
-    cut-off echo with its words reordered ("The Old Mill of Brenhaven was" for "When was the Old Mill of Brenhaven
-    built") is no echo to the extraction; the models judge it different from "When was the Old Mill of Brenhaven
-    built, and" (0.23; 0.53 with the third-round weights)."""
+    numbers written as words); "learned-ce" gets it (test_learned_ce_...). Kind 5 is decided by the named rule (two
+    cut-off echoes: both non-answers)."""
     eq = [("Which country is the town of Skive in?", "Skive is located in Denmark, a Scandinavian country in "
            "Northern Europe.", "Skive is located in Denmark.", 1),  # kind 1
           ("What religion do most people in Tunisia follow?", "Most people in Tunisia follow Islam.",
@@ -245,3 +243,31 @@ def test_open_ended_and_unmatched_salient_features_by_hand():
                                                             None)))
     assert (g["salient_unmatched_both"], g["open_any"]) == (0.0, 0.0)
     assert salient("It cost 1,000 lire in Naples.", q) == ["1000", "naples"]
+
+
+def test_learned_ce_averages_the_cross_encoder_wherever_the_cheap_stage_is_not_sure_of_same():
+    """"learned-ce": the cheap stage decides only where it is sure the answers are the same (identical answers);
+    every other pair no rule decides gets the mean of the full feature model's P(same) and the cross-encoder's (each
+    computed here on its own), a ruled pair 0; `explain` names the stage; the CLI takes the name. The paraphrase
+    sharing no word ("Islam" / "Muslims", kind 2), which the default cascade's cheap stage gets wrong, is "same"."""
+    q = "Which river flows past the old harbour town where the poet Ilse Varnholt was born?"
+    q2 = "What religion do most people in Tunisia follow?"
+    rows = [("The Weser.", "The Weser.", q), ("Most people in Tunisia follow Islam.", "Most Tunisians are Muslims.", q2),
+            ("It is the Weser.", "It is the Elbe.", q),
+            ("The old harbour town where the poet Ilse Varnholt was",
+             "Which river flows past the old harbour town where the poet", q)]
+    judge = make_equivalence_judge("learned-ce")
+    assert judge.name == "learned-ce" and judge.everywhere
+    got = judge.scores([r[:2] for r in rows], [r[2] for r in rows])
+    X = judge.features([r[:2] for r in rows], [r[2] for r in rows])
+    cheap = judge.cheap.proba(X[:, [judge.names.index(f) for f in judge.cheap.features]])
+    mean = (judge.scorer.proba(X) + judge._second_opinion(rows)) / 2
+    assert cheap[0] >= judge.band[1] > cheap[1] and cheap[2] < judge.band[1]  # only identical answers are sure
+    np.testing.assert_allclose(got, [cheap[0], mean[1], mean[2], 0.0], atol=1e-9)
+    assert (got >= 0.5).astype(int).tolist() == [1, 1, 0, 0]
+    assert [judge.explain(*r)["decided_by"] for r in rows] == ["cheap", "full + cross-encoder",
+                                                               "full + cross-encoder", "rule: both-non-answers"]
+    from elical.cli import _parser
+
+    args = _parser().parse_args(["judge", "r", "--output", "o", "--equivalence-judge", "learned-ce"])
+    assert args.equivalence_judge == "learned-ce"

@@ -4,7 +4,8 @@ Two questions are asked of every generated answer (HonestyBench, Ni et al., arXi
 
 * **correctness** — does the answer give a gold alias? (default "learned", `LearnedCorrectnessJudge`);
 * **equivalence** — does a sampled answer agree with the greedy answer? (default "learned",
-  `LearnedEquivalenceJudge`: the ``consistency_judgement`` behind self-consistency and Consis-Sem).
+  `LearnedEquivalenceJudge`: the ``consistency_judgement`` behind self-consistency and Consis-Sem; "learned-ce"
+  runs its cross-encoder on nearly every pair: more accurate, about four times the CPU).
   The learned judges measured better than the rules on the question styles the rules were not written on
   (docs/benchmarks.md, "Judges"). The hand-written rule judges "span" / "span-contains" (the earlier defaults)
   were removed (last in commit 3e9e417): naming them is an error that says how to re-judge (`REMOVED_JUDGES`).
@@ -30,7 +31,7 @@ _HOMES = {
     "base": ("PairJudge", "CorrectnessBase", "AliasCorrectnessJudge"),
     "choices": ("mmlu_choice", "mmlu_correct"),
     "extract": ("NormalizedCorrectnessJudge", "extract"),
-    "learned": ("LearnedEquivalenceJudge", "LearnedCorrectnessJudge"),
+    "learned": ("LearnedEquivalenceJudge", "LearnedCrossEncoderEquivalenceJudge", "LearnedCorrectnessJudge"),
     "rules": ("CorrectnessJudge", "LexicalConsistency", "LexicalEquivalenceJudge", "contains_match", "exact_match"),
     "semantic": ("SemanticEquivalenceJudge",),
     "text": ("normalize_answer", "numbers_in", "rouge_l", "token_f1"),
@@ -89,9 +90,10 @@ def _normalized(**kw):
 
 def _learned(task: str):
     def make(**kw):
-        from elical.judges.learned import LearnedCorrectnessJudge, LearnedEquivalenceJudge
+        from elical.judges import learned
 
-        return (LearnedEquivalenceJudge if task == "equivalence" else LearnedCorrectnessJudge)(**kw)
+        return {"equivalence": learned.LearnedEquivalenceJudge, "correctness": learned.LearnedCorrectnessJudge,
+                "equivalence-ce": learned.LearnedCrossEncoderEquivalenceJudge}[task](**kw)
 
     return make
 
@@ -141,6 +143,8 @@ CORRECTNESS_JUDGES.add("normalized", _normalized, summary="SQuAD-normalised alia
 _LEARNED = ("model_path", "weights", "threshold", "device", "batch_size")
 EQUIVALENCE_JUDGES.add("learned", _learned("equivalence"), model_kw="model_path", accepts=_LEARNED,
                        summary="classifier over overlap/salient-word/number/echo/MiniLM features (default equivalence)")
+EQUIVALENCE_JUDGES.add("learned-ce", _learned("equivalence-ce"), model_kw="model_path", accepts=_LEARNED,
+                       summary="learned, with the MiniLM cross-encoder on nearly every pair (more accurate, ~4x the CPU)")
 CORRECTNESS_JUDGES.add("learned", _learned("correctness"), model_kw="model_path", accepts=_LEARNED,
                        summary="classifier over alias-overlap/number/echo/MiniLM features, max over aliases")
 EQUIVALENCE_JUDGES.add("nli", _nli_equivalence, needs=("model_path",),
