@@ -125,7 +125,8 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--r", type=int, default=8, help="LoRA rank (alpha = 2 r)")
     p.add_argument("--modules", default="query,key,value,dense",
-                   help="the BERT linear layers LoRA adapts (their names' last part; 'dense': every feed-forward and output layer)")
+                   help="the BERT linear layers LoRA adapts (their names' last part; 'dense': every "
+                        "feed-forward and output layer)")
     p.add_argument("--write", action="store_true", help="train on every pair and write the shipped weights")
     args = p.parse_args(argv)
     rows = [r for r in load_sets() if r["kind"] == "greedy-sample"]

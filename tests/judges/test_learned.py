@@ -252,7 +252,8 @@ def test_learned_ce_averages_the_cross_encoder_wherever_the_cheap_stage_is_not_s
     sharing no word ("Islam" / "Muslims", kind 2), which the default cascade's cheap stage gets wrong, is "same"."""
     q = "Which river flows past the old harbour town where the poet Ilse Varnholt was born?"
     q2 = "What religion do most people in Tunisia follow?"
-    rows = [("The Weser.", "The Weser.", q), ("Most people in Tunisia follow Islam.", "Most Tunisians are Muslims.", q2),
+    rows = [("The Weser.", "The Weser.", q),
+            ("Most people in Tunisia follow Islam.", "Most Tunisians are Muslims.", q2),
             ("It is the Weser.", "It is the Elbe.", q),
             ("The old harbour town where the poet Ilse Varnholt was",
              "Which river flows past the old harbour town where the poet", q)]

@@ -1,5 +1,5 @@
 """A MiniLM cross-encoder for answer equivalence: all-MiniLM-L6-v2 read as a BERT text pair ("question [SEP] a",
-"b"), with shipped LoRA weights (``learned_cross_encoder.safetensors``, under 1 MB) merged into a private copy of
+"b"), with shipped LoRA weights (``learned_cross_encoder.safetensors``, 1.3 MB) merged into a private copy of
 the encoder and a linear head on [CLS]; P(same) is the mean over both orders of a and b, so it is symmetric.
 
 The weights are written by ``benchmarks/judge_cross_encoder.py --write`` (seeded) from the labelled pairs; nothing is
