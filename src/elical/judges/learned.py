@@ -6,7 +6,9 @@ logistic regression (standardised features) or a gradient-boosted tree ensemble,
 by question chose (docs/benchmarks.md); both are evaluated here with numpy alone.
 
 * `LearnedEquivalenceJudge`: P(sample says the same as the greedy answer) >= threshold;
-* `LearnedCorrectnessJudge`: max over gold aliases of P(answer gives the alias) >= threshold.
+* `LearnedCorrectnessJudge`: max over gold aliases of P(answer gives the alias) >= threshold;
+* `LearnedCrossEncoderEquivalenceJudge` ("learned-ce"): the equivalence judge with its cross-encoder on every pair
+  the cheap stage is not sure are the same (more accurate, about four times the CPU).
 
 Each is a two-stage cascade: a first model reads only the lexical features (no encoder); where its probability is
 inside the shipped ``band`` (default (0.2, 0.8): the pairs it is unsure of) the texts are encoded with MiniLM and the
