@@ -94,15 +94,18 @@ def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
 
 @pytest.mark.parametrize("name", ["final4", "final5", "final6"])
 def test_later_written_questions_are_new(name, norm, shared_data):
-    """final4's, final5's and final6's 150 written questions each (15 styles x 10) are in no earlier set's outputs, no fixture,
-    no HonestyBench QA file and no `facts` question; their MMLU rows are drawn by no earlier set."""
+    """final4's, final5's and final6's 150 written questions each (15 styles x 10) are in no earlier set's outputs,
+    no fixture, no HonestyBench QA file and no `facts` question; their MMLU rows are drawn by no set make_final.py
+    lists as earlier (its SETS[name]["after"])."""
     qs = read(f"{name}_questions.jsonl")
     assert len(qs) == 150 and set(Counter(q["style"] for q in qs).values()) == {10}
     mine = {norm(q["question"]) for q in qs}
     assert len(mine) == 150 and not mine & earlier_questions(norm, shared_data, name)
     mmlu = {o["id"] for o in read(f"{name}_outputs.jsonl") if o["dataset"] == "mmlu"}
-    earlier = ["final", "final2", "final3", "final4", "final5"][:int(name[-1]) - 1]
-    before = {o["id"] for n in earlier for o in read(f"{n}_outputs.jsonl") if o["dataset"] == "mmlu"}
+    sys.path.insert(0, str(DIR))
+    from make_final import SETS
+
+    before = {o["id"] for n in SETS[name]["after"] for o in read(f"{n}_outputs.jsonl") if o["dataset"] == "mmlu"}
     assert len(mmlu) == 25 and not mmlu & before
 
 
