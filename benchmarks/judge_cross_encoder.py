@@ -112,7 +112,7 @@ def export(model, head, path: Path, r: int, max_length: int = 128) -> None:
 
 
 def main(argv=None) -> int:
-    from judge_cv import BAND, SEED, Task, fit, load_sets, scores
+    from judge_cv import BANDS, SECOND_BAND, SEED, Task, fit, load_sets, scores
     from sklearn.model_selection import GroupKFold
 
     from elical.judges.features import EQUIVALENCE_FEATURES, SOFT_FEATURES, TokenEncoder
@@ -168,16 +168,18 @@ def main(argv=None) -> int:
             data.X[test[at]][:, cheap])[:, 1]
         p_trees[at] = fit("trees", data.X[train], data.y[train]).predict_proba(data.X[test[at]])[:, 1]
     ruled = data.ruled[test]
-    unsure = (p_cheap > BAND[0]) & (p_cheap < BAND[1])
+    lo, hi = BANDS["equivalence"]
+    unsure = (p_cheap > lo) & (p_cheap < hi)
+    second = (p_trees > SECOND_BAND[0]) & (p_trees < SECOND_BAND[1])
     preds = {"cheap stage (trees)": p_cheap, "full feature model (trees)": p_trees, "cross-encoder": p_ce,
              "mean of full and cross-encoder": (p_trees + p_ce) / 2,
              "cascade, full model in the band (before)": np.where(unsure, p_trees, p_cheap),
              "cascade, mean wherever the cheap stage is unsure": np.where(unsure, (p_trees + p_ce) / 2, p_cheap),
              "cascade, mean where both stages are unsure (shipped)": np.where(
-                 unsure, np.where((p_trees > BAND[0]) & (p_trees < BAND[1]), (p_trees + p_ce) / 2, p_trees), p_cheap)}
+                 unsure, np.where(second, (p_trees + p_ce) / 2, p_trees), p_cheap)}
     y, sets = data.y[test], np.array([rows[i]["set"] for i in test])
     names = list(dict.fromkeys(sets))
-    both = unsure & (p_trees > BAND[0]) & (p_trees < BAND[1])
+    both = unsure & second
     print(f"\n### {len(saved)} grouped fold(s) of 5, {len(test)} pairs; the band sends {unsure.mean():.0%} to the "
           f"full stage and {both.mean():.0%} to the cross-encoder\n")
     print("| judge | " + " | ".join(f"{s} (n={(sets == s).sum()})" for s in names) + " | pooled |")

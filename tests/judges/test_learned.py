@@ -106,13 +106,39 @@ def test_salient_words_and_polarity_by_hand():
     assert (g["salient_min"], g["salient_disjoint"], g["yesno_conflict"], g["negation_parity_differs"]) == (-1, 0, 1, 1)
 
 
+def test_correctness_position_and_yes_no_features_by_hand():
+    """names_before: the answer's own names (salient words, not the alias's) before its first alias;
+    alias_beyond_question: alias occurrences in the answer minus those in the question, clipped to [-1, 2];
+    yesno_alias and says_no: a "yes"/"no" alias, a "no" in the answer's first three words."""
+    from elical.judges.features import CORRECTNESS_FEATURES, correctness_features
+
+    def f(answer, alias, question):
+        return {n: v for n, v in zip(CORRECTNESS_FEATURES, correctness_features(answer, alias, question, None))
+                if n in ("names_before", "alias_beyond_question", "yesno_alias", "says_no")}
+
+    q = "Who is the Norse god of thunder?"
+    # "odin" is a name beyond the question before "thor" ("Norse" is the question's, "thunder" not capitalised)
+    assert f("Odin is the god of thunder, not Thor.", "Thor", q) == {
+        "names_before": 1.0, "alias_beyond_question": 1.0, "yesno_alias": 0.0, "says_no": 0.0}
+    assert f("Thor, the son of Odin.", "Thor", q)["names_before"] == 0.0  # the alias comes first
+    assert f("Freyr.", "Thor", q)["names_before"] == 1.0  # never given: every name counts
+    # the alias is only the question's own word, said back: 1 in the answer - 1 in the question
+    assert f("Bradford is in Yorkshire.", "Bradford", "What is the capital of Bradford?")["alias_beyond_question"] == 0
+    assert f("Leeds.", "Bradford", "What is the capital of Bradford?")["alias_beyond_question"] == -1.0
+    assert f("No, it flows south.", "No", "Does the Verlan flow north?") == {
+        "names_before": 0.0, "alias_beyond_question": 1.0, "yesno_alias": 1.0, "says_no": 1.0}
+    assert f("It flows north, not south.", "Yes", "Does the Verlan flow north?")["says_no"] == 0.0
+
+
 def test_cascade_encodes_only_where_the_cheap_model_is_unsure(monkeypatch):
     from elical.judges.features import CORRECTNESS_FEATURES
 
     w = load_weights()
-    for task, names in (("equivalence", EQUIVALENCE_FEATURES), ("correctness", CORRECTNESS_FEATURES)):
+    for task, names, band in (("equivalence", EQUIVALENCE_FEATURES, [0.15, 0.8]),
+                              ("correctness", CORRECTNESS_FEATURES, [0.2, 0.8])):
         cheap = w[f"{task}_cheap"]
-        assert cheap["features"] == [n for n in names if n not in SOFT_FEATURES] and cheap["band"] == [0.2, 0.8]
+        assert cheap["features"] == [n for n in names if n not in SOFT_FEATURES] and cheap["band"] == band
+    assert w["equivalence"]["second_band"] == [0.15, 0.85] and "second_band" not in w["correctness"]
     judge = make_equivalence_judge("learned")
     encoded = []
     monkeypatch.setattr(judge.encoder, "encode_all", lambda texts: encoded.extend(texts))
@@ -272,3 +298,35 @@ def test_learned_ce_averages_the_cross_encoder_wherever_the_cheap_stage_is_not_s
 
     args = _parser().parse_args(["judge", "r", "--output", "o", "--equivalence-judge", "learned-ce"])
     assert args.equivalence_judge == "learned-ce"
+
+
+def test_second_band_chooses_where_the_cross_encoder_is_averaged_in(tmp_path):
+    """The default cascade: a row the cheap stage is unsure of (inside ``band``) gets the full model's P(same), and
+    the mean with the cross-encoder's only where that is inside ``second_band`` (shipped in the weights file; the
+    cheap band when absent); a second band that is no interval is a ValueError naming the file."""
+    import json
+
+    from elical.judges.learned import WEIGHTS_PATH, LearnedEquivalenceJudge
+
+    q = "What religion do most people in Tunisia follow?"
+    rows = [("Most people in Tunisia follow Islam.", "Most Tunisians are Muslims.", q),
+            ("Most people in Tunisia follow Islam.", "Islam is followed by most people in Tunisia.", q),
+            ("Tunisians are mostly Muslims.", "Most people there follow Christianity.", q)]
+    shipped = json.loads(WEIGHTS_PATH.read_text(encoding="utf-8"))
+    for second, stage in (([0.0, 1.0], "full + cross-encoder"), ([0.499, 0.501], "full")):
+        shipped["equivalence"]["second_band"] = second
+        shipped["equivalence_cheap"]["band"] = [0.0, 1.0]  # every row to the full stage
+        path = tmp_path / "w.json"
+        path.write_text(json.dumps(shipped), encoding="utf-8")
+        judge = LearnedEquivalenceJudge(weights=path)
+        X = judge.features([r[:2] for r in rows], [r[2] for r in rows])
+        full, ce = judge.scorer.proba(X), judge._second_opinion(rows)
+        got = judge.scores([r[:2] for r in rows], [r[2] for r in rows])
+        if stage == "full":
+            assert not any(0.499 < p < 0.501 for p in full)
+        np.testing.assert_allclose(got, (full + ce) / 2 if stage != "full" else full, atol=1e-9)
+        assert [judge.explain(*r)["decided_by"] for r in rows] == [stage] * 3
+    shipped["equivalence"]["second_band"] = [0.9, 0.1]
+    path.write_text(json.dumps(shipped), encoding="utf-8")
+    with pytest.raises(ValueError, match="w.json: equivalence second_band"):
+        LearnedEquivalenceJudge(weights=path)

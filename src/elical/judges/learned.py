@@ -8,12 +8,13 @@ by question chose (docs/benchmarks.md); both are evaluated here with numpy alone
 * `LearnedEquivalenceJudge`: P(sample says the same as the greedy answer) >= threshold;
 * `LearnedCorrectnessJudge`: max over gold aliases of P(answer gives the alias) >= threshold;
 * `LearnedCrossEncoderEquivalenceJudge` ("learned-ce"): the equivalence judge with its cross-encoder on every pair
-  the cheap stage is not sure are the same (more accurate, about four times the CPU).
+  the cheap stage is not sure are the same (more accurate, about twice the CPU).
 
 Each is a two-stage cascade: a first model reads only the lexical features (no encoder); where its probability is
-inside the shipped ``band`` (default (0.2, 0.8): the pairs it is unsure of) the texts are encoded with MiniLM and the
-full model decides; for equivalence, where the full model is unsure too (inside the band), its probability is
-averaged with the MiniLM cross-encoder's (`elical.judges.cross_encoder`). The encoder, the judges' main cost, so runs
+inside the shipped ``band`` (equivalence (0.15, 0.8), correctness (0.2, 0.8): the pairs it is unsure of) the texts
+are encoded with MiniLM and the full model decides; for equivalence, where the full model is unsure too (inside the
+shipped ``second_band``, (0.15, 0.85)), its probability is averaged with the MiniLM cross-encoder's
+(`elical.judges.cross_encoder`). The encoder, the judges' main cost, so runs
 only where it helps (grouped CV: docs/benchmarks.md). Before either model one named rule of the shared extraction
 (`elical.judges.extract`) decides: two non-answers are never the same answer ("both-non-answers"), a non-answer is
 never correct ("non-answer").
@@ -143,6 +144,11 @@ class _Learned:
         self.threshold = self.scorer.threshold if threshold is None else float(threshold)
         # a cut outside the band would leave the pairs nearest to it to the cheap stage: widen the band to hold it
         self.band = (min(self.band[0], self.threshold), max(self.band[1], self.threshold))
+        # where the full model's probability asks for the second opinion (default: the cheap stage's band)
+        second = shipped[self.task].get("second_band", self.band)
+        self.second_band = (min(float(second[0]), self.threshold), max(float(second[1]), self.threshold))
+        if not 0.0 <= self.second_band[0] < self.second_band[1] <= 1.0:
+            raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task} second_band {second} is not 0 <= lo < hi <= 1")
         # One encoder (and text cache) per model and device, shared by the two judges: the answers a run judges for
         # equivalence are the ones it judges for correctness, so each is encoded once.
         key = (str(model_path), device, batch_size)
@@ -173,7 +179,7 @@ class _Learned:
         second opinion). ``featurize(*row, None)`` is a row's feature list with the soft features NaN,
         ``soft(*row, encoder)`` its soft features; the encoder runs only on the rows the cheap model is unsure of
         (all rows without a cheap model), the second opinion (`_second_opinion`) only where the full model is unsure
-        too (probability inside the band), and a row a `rule` decides gets probability 0."""
+        too (probability inside ``second_band``), and a row a `rule` decides gets probability 0."""
         X = np.array([featurize(*r, None) for r in rows], dtype=float).reshape(len(rows), len(self.names))
         full = np.ones(len(rows), dtype=bool)
         p = np.zeros(len(rows))
@@ -190,7 +196,8 @@ class _Learned:
             soft_cols = [j for j, n in enumerate(self.names) if n in SOFT_FEATURES]
             X[np.ix_(idx, soft_cols)] = [soft(*rows[i], self.encoder) for i in idx]
             p[idx] = self.scorer.proba(X[idx])
-            unsure = idx if self.everywhere else idx[(p[idx] > self.band[0]) & (p[idx] < self.band[1])]
+            lo, hi = self.second_band
+            unsure = idx if self.everywhere else idx[(p[idx] > lo) & (p[idx] < hi)]
             second = self._second_opinion([rows[i] for i in unsure]) if len(unsure) else None
             if second is not None:
                 p[unsure] = (p[unsure] + second) / 2
@@ -201,9 +208,9 @@ class _Learned:
 class LearnedEquivalenceJudge(_Learned, PairJudge):
     """Equivalence of two answers to one question by the shipped classifier ("learned"; the default).
 
-    Where the cheap stage and the full feature model are both unsure (probability inside the band), P(same) is the
-    mean of the full model's and the shipped MiniLM cross-encoder's (`elical.judges.cross_encoder`; grouped CV in
-    docs/benchmarks.md chose it).
+    Where the cheap stage and the full feature model are both unsure (probability inside ``band`` and
+    ``second_band``), P(same) is the mean of the full model's and the shipped MiniLM cross-encoder's
+    (`elical.judges.cross_encoder`; grouped CV in docs/benchmarks.md chose it and the bands).
 
     Parameters: model_path (MiniLM directory, default the packaged all-MiniLM-L6-v2), weights (a JSON file, default
     the shipped `WEIGHTS_PATH`), threshold (probability cut, default the shipped one, 0.5), device, batch_size,
@@ -272,9 +279,10 @@ class LearnedCrossEncoderEquivalenceJudge(LearnedEquivalenceJudge):
     decides only the pairs it is sure are the same (probability at or above the band's top: identical answers, for
     one; the cross-encoder never saw an identical pair in training), the named rule decides the non-answers, and
     every other pair gets the mean of the full feature model's and the cross-encoder's P(same). More accurate on
-    grouped CV than the default cascade (fifth round, fold 0: 0.877 against 0.851 balanced accuracy) at about four
-    times its CPU cost (docs/benchmarks.md); for a GPU, or when judging time matters less. Parameters as
-    `LearnedEquivalenceJudge` (``cross_encoder=False`` leaves the full feature model alone)."""
+    grouped CV than the default cascade (fold 0 of the fifth round's cross-encoder CV: 0.877 against the default's
+    0.864 balanced accuracy) at about twice its CPU cost (docs/benchmarks.md); for a GPU, or when judging time
+    matters less. Parameters as `LearnedEquivalenceJudge` (``cross_encoder=False`` leaves the full feature model
+    alone)."""
 
     name = "learned-ce"
     everywhere = True
