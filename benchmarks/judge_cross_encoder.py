@@ -112,7 +112,7 @@ def export(model, head, path: Path, r: int, max_length: int = 128) -> None:
 
 
 def main(argv=None) -> int:
-    from judge_cv import BANDS, SECOND_BAND, SEED, Task, fit, load_sets, scores
+    from judge_cv import BAND, SECOND_BAND, SEED, Task, fit, load_sets, scores
     from sklearn.model_selection import GroupKFold
 
     from elical.judges.features import EQUIVALENCE_FEATURES, SOFT_FEATURES, TokenEncoder
@@ -168,8 +168,7 @@ def main(argv=None) -> int:
             data.X[test[at]][:, cheap])[:, 1]
         p_trees[at] = fit("trees", data.X[train], data.y[train]).predict_proba(data.X[test[at]])[:, 1]
     ruled = data.ruled[test]
-    lo, hi = BANDS["equivalence"]
-    unsure = (p_cheap > lo) & (p_cheap < hi)
+    unsure = (p_cheap > BAND[0]) & (p_cheap < BAND[1])
     second = (p_trees > SECOND_BAND[0]) & (p_trees < SECOND_BAND[1])
     preds = {"cheap stage (trees)": p_cheap, "full feature model (trees)": p_trees, "cross-encoder": p_ce,
              "mean of full and cross-encoder": (p_trees + p_ce) / 2,

@@ -106,38 +106,13 @@ def test_salient_words_and_polarity_by_hand():
     assert (g["salient_min"], g["salient_disjoint"], g["yesno_conflict"], g["negation_parity_differs"]) == (-1, 0, 1, 1)
 
 
-def test_correctness_position_and_yes_no_features_by_hand():
-    """names_before: the answer's own names (salient words, not the alias's) before its first alias;
-    alias_beyond_question: alias occurrences in the answer minus those in the question, clipped to [-1, 2];
-    yesno_alias and says_no: a "yes"/"no" alias, a "no" in the answer's first three words."""
-    from elical.judges.features import CORRECTNESS_FEATURES, correctness_features
-
-    def f(answer, alias, question):
-        return {n: v for n, v in zip(CORRECTNESS_FEATURES, correctness_features(answer, alias, question, None))
-                if n in ("names_before", "alias_beyond_question", "yesno_alias", "says_no")}
-
-    q = "Who is the Norse god of thunder?"
-    # "odin" is a name beyond the question before "thor" ("Norse" is the question's, "thunder" not capitalised)
-    assert f("Odin is the god of thunder, not Thor.", "Thor", q) == {
-        "names_before": 1.0, "alias_beyond_question": 1.0, "yesno_alias": 0.0, "says_no": 0.0}
-    assert f("Thor, the son of Odin.", "Thor", q)["names_before"] == 0.0  # the alias comes first
-    assert f("Freyr.", "Thor", q)["names_before"] == 1.0  # never given: every name counts
-    # the alias is only the question's own word, said back: 1 in the answer - 1 in the question
-    assert f("Bradford is in Yorkshire.", "Bradford", "What is the capital of Bradford?")["alias_beyond_question"] == 0
-    assert f("Leeds.", "Bradford", "What is the capital of Bradford?")["alias_beyond_question"] == -1.0
-    assert f("No, it flows south.", "No", "Does the Verlan flow north?") == {
-        "names_before": 0.0, "alias_beyond_question": 1.0, "yesno_alias": 1.0, "says_no": 1.0}
-    assert f("It flows north, not south.", "Yes", "Does the Verlan flow north?")["says_no"] == 0.0
-
-
 def test_cascade_encodes_only_where_the_cheap_model_is_unsure(monkeypatch):
     from elical.judges.features import CORRECTNESS_FEATURES
 
     w = load_weights()
-    for task, names, band in (("equivalence", EQUIVALENCE_FEATURES, [0.15, 0.8]),
-                              ("correctness", CORRECTNESS_FEATURES, [0.2, 0.8])):
+    for task, names in (("equivalence", EQUIVALENCE_FEATURES), ("correctness", CORRECTNESS_FEATURES)):
         cheap = w[f"{task}_cheap"]
-        assert cheap["features"] == [n for n in names if n not in SOFT_FEATURES] and cheap["band"] == band
+        assert cheap["features"] == [n for n in names if n not in SOFT_FEATURES] and cheap["band"] == [0.15, 0.8]
     assert w["equivalence"]["second_band"] == [0.15, 0.85] and "second_band" not in w["correctness"]
     judge = make_equivalence_judge("learned")
     encoded = []
@@ -180,8 +155,8 @@ def test_shipped_weights_are_small_and_match_the_features():
 
 def test_learned_judges_on_invented_pairs():
     """Invented pairs of the issue's kinds 1-5. The default cascade decides kinds 1, 3, 4, 5 right; kind 2 (a
-    paraphrase sharing no word, "Islam" / "Muslims") only the full stage gets (fifth-round weights: the feature
-    model 0.45, the cross-encoder 1.00, their mean 0.72): the lexical first stage is sure (0.02) the answers differ
+    paraphrase sharing no word, "Islam" / "Muslims") only the full stage gets (sixth-round weights: the feature
+    model 0.49, the cross-encoder 0.96, their mean 0.72): the lexical first stage is sure (0.015) the answers differ
     and never asks MiniLM, a known miss of the cascade (docs/benchmarks.md, with "North Dakota" / "South Dakota" and
     numbers written as words); "learned-ce" gets it (test_learned_ce_...). Kind 5 is decided by the named rule (two
     cut-off echoes: both non-answers)."""

@@ -132,7 +132,6 @@ EQUIVALENCE_FEATURES = (
 )  # fmt: skip
 CORRECTNESS_FEATURES = (
     "floor", "fuzzy_recall", "nonanswer", "echo", "alias_numbers", "numbers_given", "numbers_other", "negated",
-    "names_before", "alias_beyond_question", "yesno_alias", "says_no",
     "cosine",
     "bertscore_recall", "bertscore_precision_q",
 )  # fmt: skip
@@ -227,19 +226,11 @@ def correctness_features(answer: str, alias: str, question: str | None, enc: Tok
     g = extract(alias, None)
     want = g.content or g.tokens
     soft = [math.nan] * 3 if enc is None else correctness_soft(answer, alias, question, enc)
-    # where the answer first gives the alias (its length if never), and the answer's own names before that point:
-    # "Odin is the god of thunder ... Thor" commits to another name first
-    spans = find_spans(g.tokens, x.tokens) if g.tokens else []
-    first = spans[0][0] if spans else len(x.tokens)
-    others = set(salient(answer, question)) - set(g.tokens)
-    in_question = len(find_spans(g.tokens, normalize_answer(question).split())) if g.tokens and question else 0
     return [
         float(alias_contained(answer, alias, question)), _fuzzy_recall(want, x.tokens), float(not x.answers),
         float(x.echo), float(bool(g.numbers)),
         float(bool(g.numbers) and g.numbers <= x.numbers), float(bool(x.new_numbers - g.numbers)),
-        float(x.negated), float(sum(t in others for t in x.tokens[:first])),
-        float(min(max(len(spans) - in_question, -1), 2)), float(g.tokens in (("yes",), ("no",))),
-        float(_polarity(x, question)[1]), *soft,
+        float(x.negated), *soft,
     ]
 
 

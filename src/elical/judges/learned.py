@@ -8,16 +8,15 @@ by question chose (docs/benchmarks.md); both are evaluated here with numpy alone
 * `LearnedEquivalenceJudge`: P(sample says the same as the greedy answer) >= threshold;
 * `LearnedCorrectnessJudge`: max over gold aliases of P(answer gives the alias) >= threshold;
 * `LearnedCrossEncoderEquivalenceJudge` ("learned-ce"): the equivalence judge with its cross-encoder on every pair
-  the cheap stage is not sure are the same (more accurate, about twice the CPU).
+  the cheap stage is not sure are the same (more accurate, about three times the CPU).
 
 Each is a two-stage cascade: a first model reads only the lexical features (no encoder); where its probability is
-inside the shipped ``band`` (equivalence (0.15, 0.8), correctness (0.2, 0.8): the pairs it is unsure of) the texts
-are encoded with MiniLM and the full model decides; for equivalence, where the full model is unsure too (inside the
-shipped ``second_band``, (0.15, 0.85)), its probability is averaged with the MiniLM cross-encoder's
-(`elical.judges.cross_encoder`). The encoder, the judges' main cost, so runs
-only where it helps (grouped CV: docs/benchmarks.md). Before either model one named rule of the shared extraction
-(`elical.judges.extract`) decides: two non-answers are never the same answer ("both-non-answers"), a non-answer is
-never correct ("non-answer").
+inside the shipped ``band`` ((0.15, 0.8): the pairs it is unsure of) the texts are encoded with MiniLM and the full
+model decides; for equivalence, where the full model is unsure too (inside the shipped ``second_band``,
+(0.15, 0.85)), its probability is averaged with the MiniLM cross-encoder's (`elical.judges.cross_encoder`). The
+encoder, the judges' main cost, so runs only where it helps (grouped CV: docs/benchmarks.md). Before either model
+one named rule of the shared extraction (`elical.judges.extract`) decides: two non-answers are never the same
+answer ("both-non-answers"), a non-answer is never correct ("non-answer").
 
 Both explain a decision (`explain`): the extraction of each side, every feature and the probability.
 Source: a trained answer-equivalence classifier over cheap features, as PEDANTS (Li et al., 2024); BERTScore
@@ -280,7 +279,7 @@ class LearnedCrossEncoderEquivalenceJudge(LearnedEquivalenceJudge):
     one; the cross-encoder never saw an identical pair in training), the named rule decides the non-answers, and
     every other pair gets the mean of the full feature model's and the cross-encoder's P(same). More accurate on
     grouped CV than the default cascade (fold 0 of the fifth round's cross-encoder CV: 0.877 against the default's
-    0.864 balanced accuracy) at about twice its CPU cost (docs/benchmarks.md); for a GPU, or when judging time
+    0.864 balanced accuracy) at about three times its CPU cost (docs/benchmarks.md); for a GPU, or when judging time
     matters less. Parameters as `LearnedEquivalenceJudge` (``cross_encoder=False`` leaves the full feature model
     alone)."""
 
