@@ -102,8 +102,7 @@ def test_later_written_questions_are_new(name, norm, shared_data):
     mine = {norm(q["question"]) for q in qs}
     assert len(mine) == 150 and not mine & earlier_questions(norm, shared_data, name)
     mmlu = {o["id"] for o in read(f"{name}_outputs.jsonl") if o["dataset"] == "mmlu"}
-    sys.path.insert(0, str(DIR))
-    from make_final import SETS
+    from make_final import SETS  # benchmarks/judge_pairs is on sys.path: the `norm` fixture put it there
 
     before = {o["id"] for n in SETS[name]["after"] for o in read(f"{n}_outputs.jsonl") if o["dataset"] == "mmlu"}
     assert len(mmlu) == 25 and not mmlu & before
