@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 6: file prefix SET below):
+Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 7: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -58,6 +58,11 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # haemorrhagic fever with renal syndrome) and a fact an earlier set asks (a standard piano's 88 keys, final3's music).
 # final6 left out a wrong key (8 x (-7) x (-1) keyed as -63) and a key that could not be checked (arenavirus infection
 # "pantropic").
+# final7 left out an option naming others by letter ("b and c"), keys that could not be checked (20 billion movies
+# watched at home a year; parental anxiety as no risk factor of eating disorders, which studies report as one; the
+# "two principles that deal with questions of values"), a garbled, doubtful key (decane and "CH2CH2CH2OH" as the
+# immiscible pair, where propanol mixes with alkanes) and a law row cut from its context ("With the intent to commit
+# a felony therein.").
 # Each set: its MMLU and draw seeds, its left-out rows, and the earlier sets whose MMLU rows it never draws.
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "after": ()},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030, "after": ("final",),
@@ -71,7 +76,11 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "a
         "final5": {"mmlu_seed": 2035, "draw_seed": 2036, "after": ("final", "final2", "final3", "final4"),
                    "left_out": {"mmlu/virology/119", "mmlu/miscellaneous/322"}},
         "final6": {"mmlu_seed": 2037, "draw_seed": 2038, "after": ("final", "final2", "final3", "final4", "final5"),
-                   "left_out": {"mmlu/elementary_mathematics/181", "mmlu/virology/68"}}}
+                   "left_out": {"mmlu/elementary_mathematics/181", "mmlu/virology/68"}},
+        "final7": {"mmlu_seed": 2039, "draw_seed": 2040,
+                   "after": ("final", "final2", "final3", "final4", "final5", "final6"),
+                   "left_out": {"mmlu/human_sexuality/24", "mmlu/miscellaneous/139", "mmlu/high_school_chemistry/44",
+                                "mmlu/nutrition/108", "mmlu/professional_law/182", "mmlu/human_sexuality/44"}}}
 
 
 def path(name, part):
