@@ -1,16 +1,23 @@
-"""A random labelled sample of a study run's own judge pairs (``study_random``): not chosen by any judge's verdict.
+"""A random labelled sample of a run's own judge pairs (``study_random``, ``run_random``): not chosen by any judge's
+verdict.
 
     python benchmarks/judge_pairs/draw_study.py draw runs/study-cpu/run     # -> study_random_blind.jsonl (no labels)
     python benchmarks/judge_pairs/draw_study.py merge     # + study_random_labels.jsonl -> study_random.jsonl
+    python benchmarks/judge_pairs/draw_study.py draw runs/default-v6 --set run_random     # the default run's pairs
+    python benchmarks/judge_pairs/draw_study.py merge --set run_random
 
-``draw`` reads the run's records (the nine HonestyBench QA sets; MMLU is judged by its letter and left out) and
-draws, with ``random.Random(SEED)``, ``N_EQUIVALENCE`` (record, sample) pairs (kind ``greedy-sample``: the greedy
-answer against one sample) and ``N_CORRECTNESS`` greedy answers against their gold aliases (kind ``answer-gold``),
-each record at most once per kind, so the sample has the run's natural label balance. The blind file holds only the
-question, the answers and the aliases: no judge ran on it. ``merge`` joins the hand labels (``label`` 0/1, or
-``null`` = dropped as ambiguous) and sets ``part``: ``dev`` (training data of the learned judges) when the first 8
-hex digits of the SHA-1 of the normalised question are below ``DEV_SHARE`` x 16^8, else ``test`` (a frozen test set,
-scored once: benchmarks/judge_agreement.py --part test). The same question always falls in the same part.
+``draw`` reads the run's records (MMLU is judged by its letter and left out) and draws, with the set's
+``random.Random(seed)``, ``n_equivalence`` (record, sample) pairs (kind ``greedy-sample``: the greedy answer against
+one sample) and ``n_correctness`` greedy answers against their gold aliases (kind ``answer-gold``), each record at
+most once per kind, so the sample has the run's natural label balance. The blind file holds only the question, the
+answers and the aliases: no judge ran on it. ``merge`` joins the hand labels (``label`` 0/1, or ``null`` = dropped
+as ambiguous) and sets ``part``: ``dev`` (training data of the learned judges) when the first 8 hex digits of the
+SHA-1 of the normalised question are below ``DEV_SHARE`` x 16^8, else ``test`` (a frozen test set, scored once:
+benchmarks/judge_agreement.py --part test). The same question always falls in the same part.
+
+Sets (`SETS`): ``study_random`` from the ``cpu`` study's run (the nine HonestyBench QA sets); ``run_random`` from
+the default ``elical run`` (the embedded ``facts`` set: city -> country, capitals, currencies, ...), whose answers
+(an adjective or a region for the country: "in the Indian state of Gujarat") the other sets hold few of.
 """
 
 from __future__ import annotations
@@ -18,14 +25,17 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SEED = 20261203
-N_EQUIVALENCE, N_CORRECTNESS = 1000, 500
+SETS = {"study_random": {"seed": 20261203, "n_equivalence": 1000, "n_correctness": 500, "prefix": "srand"},
+        "run_random": {"seed": 20261205, "n_equivalence": 300, "n_correctness": 300, "prefix": "rrand"}}
 DEV_SHARE = 0.6
-BLIND, LABELS, OUT = (HERE / f"study_random{s}.jsonl" for s in ("_blind", "_labels", ""))
+
+
+def files(name: str) -> tuple[Path, Path, Path]:
+    """The blind, labels and labelled files of set NAME."""
+    return tuple(HERE / f"{name}{s}.jsonl" for s in ("_blind", "_labels", ""))
 
 
 def part_of(question: str) -> str:
@@ -35,32 +45,35 @@ def part_of(question: str) -> str:
     return "dev" if h < DEV_SHARE * 16**8 else "test"
 
 
-def draw(run_dir: Path) -> None:
+def draw(run_dir: Path, name: str = "study_random") -> None:
     from elical.records import read_records
+
+    cfg, (blind, _, _) = SETS[name], files(name)
 
     recs = [r for r in read_records(run_dir / "records" / "annotations.jsonl")
             if r["dataset"] != "mmlu" and r.get("greedy_response") is not None]
-    rng = random.Random(SEED)
+    rng = random.Random(cfg["seed"])
     rows = []
-    for r in rng.sample(recs, N_EQUIVALENCE):
+    for r in rng.sample(recs, cfg["n_equivalence"]):
         j = rng.randrange(len(r["sampling_response"]))
         rows.append({"kind": "greedy-sample", "dataset": r["dataset"], "question": r["question"],
                      "a": r["greedy_response"], "b": r["sampling_response"][j], "aliases": r["answer"],
                      "source": f"{r['id']} sample {j}"})
-    for r in rng.sample(recs, N_CORRECTNESS):
+    for r in rng.sample(recs, cfg["n_correctness"]):
         rows.append({"kind": "answer-gold", "dataset": r["dataset"], "question": r["question"],
                      "a": r["greedy_response"], "aliases": [a for a in r["answer"] if a.strip()],
                      "source": f"{r['id']} greedy"})
     rng.shuffle(rows)
-    with open(BLIND, "w", encoding="utf-8") as f:
+    with open(blind, "w", encoding="utf-8") as f:
         for i, row in enumerate(rows):
-            f.write(json.dumps({"pair_id": f"srand-{i:04d}", **row}, ensure_ascii=False) + "\n")
-    print(f"wrote {len(rows)} unlabelled pairs to {BLIND}")
+            f.write(json.dumps({"pair_id": f"{cfg['prefix']}-{i:04d}", **row}, ensure_ascii=False) + "\n")
+    print(f"wrote {len(rows)} unlabelled pairs to {blind}")
 
 
-def merge() -> None:
+def merge(name: str = "study_random") -> None:
     from elical.judges.text import normalize_answer
 
+    BLIND, LABELS, OUT = files(name)
     labels = {}
     with open(LABELS, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -88,9 +101,16 @@ def merge() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["draw"] and len(sys.argv) == 3:
-        draw(Path(sys.argv[2]))
-    elif sys.argv[1:] == ["merge"]:
-        merge()
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cmd", choices=["draw", "merge"])
+    ap.add_argument("run_dir", nargs="?", type=Path, help="draw only: the run directory")
+    ap.add_argument("--set", default="study_random", choices=sorted(SETS), help="which sample (file prefix)")
+    args = ap.parse_args()
+    if args.cmd == "draw":
+        if not args.run_dir:
+            ap.error("draw needs the run directory")
+        draw(args.run_dir, args.set)
     else:
-        raise SystemExit(__doc__)
+        merge(args.set)

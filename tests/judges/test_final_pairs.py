@@ -80,7 +80,7 @@ def test_questions_are_new(final, norm, shared_data):
     assert len(mine) == 181 and not mine & earlier_questions(norm, shared_data, "final")
 
 
-@pytest.mark.parametrize("name", ["final2", "final3", "final4", "final5", "final6"])
+@pytest.mark.parametrize("name", ["final2", "final3", "final4", "final5", "final6", "final7"])
 def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
     rows, cands, labels = read(f"{name}.jsonl"), read(f"{name}_candidates.jsonl"), read(f"{name}_labels.jsonl")
     by_id = {d["pair_id"]: d for d in labels}
@@ -91,10 +91,9 @@ def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
         assert r["kind"] != "answer-gold" or r["b"] in r["aliases"]
 
 
-
-@pytest.mark.parametrize("name", ["final4", "final5", "final6"])
+@pytest.mark.parametrize("name", ["final4", "final5", "final6", "final7"])
 def test_later_written_questions_are_new(name, norm, shared_data):
-    """final4's, final5's and final6's 150 written questions each (15 styles x 10) are in no earlier set's outputs,
+    """final4's ... final7's 150 written questions each (15 styles x 10) are in no earlier set's outputs,
     no fixture, no HonestyBench QA file and no `facts` question; their MMLU rows are drawn by no set make_final.py
     lists as earlier (its SETS[name]["after"])."""
     qs = read(f"{name}_questions.jsonl")
@@ -108,20 +107,24 @@ def test_later_written_questions_are_new(name, norm, shared_data):
     assert len(mmlu) == 25 and not mmlu & before
 
 
-def test_study_sets_split_by_question():
-    """study_random and study_disagree: every question in one part, by the hash rule of draw_study.py; labels 0/1;
-    the blind file holds no label; the merged set is the blind file less the dropped pairs."""
+@pytest.mark.parametrize("name, size", [("study_random", 1500), ("run_random", 600)])
+def test_random_samples_split_by_question(name, size):
+    """study_random and run_random (and study_disagree): every question in one part, by the hash rule of
+    draw_study.py; labels 0/1; the blind file holds no label; the merged set is the blind file less the dropped
+    pairs."""
     sys.path.insert(0, str(DIR))
     from draw_study import part_of
 
-    blind, rows = read("study_random_blind.jsonl"), read("study_random.jsonl")
-    assert not any("label" in b for b in blind) and len(blind) == 1500
-    dropped = {d["pair_id"] for d in read("study_random_labels.jsonl") if d["label"] is None}
+    blind, rows = read(f"{name}_blind.jsonl"), read(f"{name}.jsonl")
+    assert not any("label" in b for b in blind) and len(blind) == size
+    dropped = {d["pair_id"] for d in read(f"{name}_labels.jsonl") if d["label"] is None}
     assert [r["pair_id"] for r in rows] == [b["pair_id"] for b in blind if b["pair_id"] not in dropped]
-    for r in rows + read("study_disagree.jsonl"):
+    for r in rows + (read("study_disagree.jsonl") if name == "study_random" else []):
         assert r["label"] in (0, 1) and r["part"] == part_of(r["question"])
+    assert all(r["b"] in r["aliases"] for r in rows if r["kind"] == "answer-gold")
     parts = {}
     for r in rows:
         parts.setdefault(r["question"], set()).add(r["part"])
     assert all(len(p) == 1 for p in parts.values())
-    assert Counter(r["part"] for r in rows) == Counter({"dev": 911, "test": 563})
+    if name == "study_random":
+        assert Counter(r["part"] for r in rows) == Counter({"dev": 911, "test": 563})
