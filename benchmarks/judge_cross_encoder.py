@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     from sklearn.model_selection import GroupKFold
 
     from elical.judges.features import EQUIVALENCE_FEATURES, SOFT_FEATURES, TokenEncoder
-    from elical.judges.learned import LearnedEquivalenceJudge as LE
+    from elical.judges.learned import LearnedEquivalenceJudge as LE, load_weights
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--folds", default="0", help="folds to run, e.g. 0,1,2,3,4 ('' = only report the saved ones)")
@@ -160,17 +160,20 @@ def main(argv=None) -> int:
         return 0
     test = np.concatenate([np.load(f)[0] for f in saved]).astype(int)
     p_ce = np.concatenate([np.load(f)[2] for f in saved])  # the cross-encoder reads no feature: kept as trained
+    shipped = load_weights()["meta"]["equivalence"]  # the kinds of model and the cut judge_cv.py chose
+    threshold = shipped.get("threshold", 0.5)
     p_cheap, p_trees = np.zeros(len(test)), np.zeros(len(test))
-    for f in saved:  # both feature stages of each saved fold, refitted on today's features (seeded trees)
+    for f in saved:  # both feature stages of each saved fold, refitted on today's features (seeded)
         k = int(f.stem.removeprefix("fold"))
         at, train = np.isin(test, folds[k][1]), folds[k][0]
-        p_cheap[at] = fit("trees", data.X[train][:, cheap], data.y[train]).predict_proba(
+        p_cheap[at] = fit(shipped["cheap_model"], data.X[train][:, cheap], data.y[train]).predict_proba(
             data.X[test[at]][:, cheap])[:, 1]
-        p_trees[at] = fit("trees", data.X[train], data.y[train]).predict_proba(data.X[test[at]])[:, 1]
+        p_trees[at] = fit(shipped["model"], data.X[train], data.y[train]).predict_proba(data.X[test[at]])[:, 1]
     ruled = data.ruled[test]
     unsure = (p_cheap > BAND[0]) & (p_cheap < BAND[1])
     second = (p_trees > SECOND_BAND[0]) & (p_trees < SECOND_BAND[1])
-    preds = {"cheap stage (trees)": p_cheap, "full feature model (trees)": p_trees, "cross-encoder": p_ce,
+    preds = {f"cheap stage ({shipped['cheap_model']})": p_cheap,
+             f"full feature model ({shipped['model']})": p_trees, "cross-encoder": p_ce,
              "mean of full and cross-encoder": (p_trees + p_ce) / 2,
              "cascade, full model in the band (before)": np.where(unsure, p_trees, p_cheap),
              "cascade, mean wherever the cheap stage is unsure": np.where(unsure, (p_trees + p_ce) / 2, p_cheap),
@@ -180,11 +183,11 @@ def main(argv=None) -> int:
     names = list(dict.fromkeys(sets))
     both = unsure & second
     print(f"\n### {len(saved)} grouped fold(s) of 5, {len(test)} pairs; the band sends {unsure.mean():.0%} to the "
-          f"full stage and {both.mean():.0%} to the cross-encoder\n")
+          f"full stage and {both.mean():.0%} to the cross-encoder; verdicts at P >= {threshold}\n")
     print("| judge | " + " | ".join(f"{s} (n={(sets == s).sum()})" for s in names) + " | pooled |")
     print("|---|" + "---|" * (len(names) + 1))
     for name, pr in preds.items():
-        v = np.where(ruled, 0, pr >= 0.5)
+        v = np.where(ruled, 0, pr >= threshold)
         cells = [f"{scores(y[sets == s], v[sets == s])['balanced_accuracy']:.3f}" for s in names]
         a = scores(y, v)
         print(f"| {name} | " + " | ".join(cells) + f" | {a['balanced_accuracy']:.3f} "

@@ -123,11 +123,42 @@ def test_cascade_encodes_only_where_the_cheap_model_is_unsure(monkeypatch):
     assert encoded == []
 
 
+def test_fuzzy_recall_compares_numbers_as_numbers():
+    """Word forms match by their characters; a number only when the answer has it (issue 20, item 3)."""
+    from elical.judges.features import _fuzzy_recall
+
+    assert _fuzzy_recall(["1264"], ["is", "1234"]) == 0.0  # 3 of 4 characters shared: still another number
+    assert _fuzzy_recall(["1", "264"], ["1", "264"]) == 1.0
+    assert _fuzzy_recall(["1", "264"], ["1", "234"]) == 0.5
+    # "portugal" / "portuguese": difflib ratio 2 * 6 / 18
+    assert _fuzzy_recall(["portugal"], ["portuguese", "1"]) == pytest.approx(12 / 18)
+
+
 def test_logistic_scorer_by_hand():
     s = Scorer({"kind": "logistic", "features": ["x", "y"], "mean": [1, 0], "scale": [2, 1], "coef": [1, -1],
                 "intercept": 0.5, "threshold": 0.5})
     # z = (3 - 1) / 2 * 1 + (1 - 0) / 1 * (-1) + 0.5 = 0.5
     assert s.proba(np.array([[3.0, 1.0]]))[0] == pytest.approx(1 / (1 + math.exp(-0.5)))
+
+
+def test_mean_scorer_is_the_mean_of_its_parts_by_hand():
+    """Kind "mean" (the soft vote judge_cv.py ships): the plain mean of its models' probabilities."""
+    logistic = {"kind": "logistic", "features": ["x"], "mean": [0], "scale": [1], "coef": [2], "intercept": 0.0,
+                "threshold": 0.4}
+    # one stump: x <= 0.5 -> -1.0, else +3.0; raw = init 0.25 + 0.5 * leaf
+    trees = {"kind": "trees", "features": ["x"], "init": 0.25, "learning_rate": 0.5, "threshold": 0.4,
+             "trees": [{"feature": [0, -2, -2], "threshold": [0.5, -2, -2], "left": [1, -1, -1],
+                        "right": [2, -1, -1], "value": [0.0, -1.0, 3.0]}]}
+    s = Scorer({"kind": "mean", "features": ["x"], "models": [logistic, trees], "threshold": 0.4})
+    sig = lambda z: 1 / (1 + math.exp(-z))  # noqa: E731
+    got = s.proba(np.array([[0.0], [1.0]]))
+    assert got[0] == pytest.approx((sig(0.0) + sig(0.25 - 0.5)) / 2)
+    assert got[1] == pytest.approx((sig(2.0) + sig(0.25 + 1.5)) / 2)
+    assert s.decision(np.array([[1.0]]))[0] == pytest.approx(math.log(got[1] / (1 - got[1])))
+    with pytest.raises(ValueError, match="'mean' model"):
+        Scorer({"kind": "mean", "features": ["x"], "models": [], "threshold": 0.5})
+    with pytest.raises(ValueError, match="'mean' model"):
+        Scorer({"kind": "mean", "features": ["x"], "models": [{**logistic, "features": ["y"]}], "threshold": 0.5})
 
 
 def test_tree_export_matches_sklearn():
@@ -139,6 +170,17 @@ def test_tree_export_matches_sklearn():
     est = GradientBoostingClassifier(n_estimators=20, max_depth=3, random_state=0).fit(X, y)
     got = Scorer(export_model(est, ["a", "b", "c"])).proba(X)
     np.testing.assert_allclose(got, est.predict_proba(X)[:, 1], atol=1e-5)
+    # a list exports as their soft vote (kind "mean"), as scikit-learn's VotingClassifier(voting="soft") averages
+    from sklearn.ensemble import VotingClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    vote = VotingClassifier([("lr", make_pipeline(StandardScaler(), LogisticRegression())),
+                             ("gb", GradientBoostingClassifier(n_estimators=20, max_depth=3, random_state=0))],
+                            voting="soft").fit(X, y)
+    got = Scorer(export_model(list(vote.estimators_), ["a", "b", "c"])).proba(X)
+    np.testing.assert_allclose(got, vote.predict_proba(X)[:, 1], atol=1e-5)
 
 
 def test_shipped_weights_are_small_and_match_the_features():

@@ -103,10 +103,14 @@ def _in_domain_auroc(test, conf):
 
 
 @pytest.mark.slow
-def test_resume_reuses_everything_and_refuses_a_changed_config(study, capsys):
+def test_resume_reuses_everything_and_refuses_a_changed_config(study, capsys, shared_data, tmp_path):
     out, s, _ = study
     before = {p.name: p.stat().st_mtime_ns for p in (out / "study" / "parts").glob("*.npz")}
     assert main(["study", "--preset", "smoke", "--output", str(out), "--resume", "--quiet", "--layer=-1,8"]) == 0
+    link = tmp_path / "shared-link"  # the same data through a symlink is the same config (real paths compared)
+    link.symlink_to(shared_data, target_is_directory=True)
+    assert main(["study", "--preset", "smoke", "--output", str(out), "--resume", "--quiet", "--layer=-1,8",
+                 "--data-dir", str(link / "honestybench-qa"), "--mmlu-dir", str(link / "mmlu")]) == 0
     after = {p.name: p.stat().st_mtime_ns for p in (out / "study" / "parts").glob("*.npz")}
     assert before == after
     again = json.loads((out / "study.json").read_text())

@@ -212,11 +212,14 @@ def equivalence_soft(a: str, b: str, question: str | None, enc: TokenEncoder) ->
 
 def _fuzzy_recall(want: Sequence[str], have: Sequence[str]) -> float:
     """Mean over the alias's words of the best character similarity (difflib ratio) with a word of the answer:
-    word forms ("Portugal" / "Portuguese", "Muslims" / "Muslim") score high without a table."""
+    word forms ("Portugal" / "Portuguese", "Muslims" / "Muslim") score high without a table. A word with a digit
+    counts 1 when the answer has it and 0 otherwise: numbers are compared as numbers, not by their characters
+    ("1234" shares three of four with "1264")."""
     if not want or not have:
         return 0.0
     have = set(have)
-    return sum(max(SequenceMatcher(None, w, h).ratio() for h in have) for w in want) / len(want)
+    return sum(float(w in have) if any(c.isdigit() for c in w) else
+               max(SequenceMatcher(None, w, h).ratio() for h in have) for w in want) / len(want)
 
 
 def correctness_features(answer: str, alias: str, question: str | None, enc: TokenEncoder | None) -> list[float]:

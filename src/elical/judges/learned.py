@@ -2,8 +2,9 @@
 
 The weights ship as JSON beside this module (``learned_weights.json``, no pickle), written by
 ``benchmarks/judge_cv.py --write`` (seeded) from the labelled files; nothing is trained at run time. A model is a
-logistic regression (standardised features) or a gradient-boosted tree ensemble, whichever grouped cross-validation
-by question chose (docs/benchmarks.md); both are evaluated here with numpy alone.
+logistic regression (standardised features), a gradient-boosted tree ensemble, or the mean of the two's
+probabilities (a soft vote), whichever did best on labelled sets of question styles held out of its training
+(docs/benchmarks.md); each is evaluated here with numpy alone. The probability cut is shipped with the model.
 
 * `LearnedEquivalenceJudge`: P(sample says the same as the greedy answer) >= threshold;
 * `LearnedCorrectnessJudge`: max over gold aliases of P(answer gives the alias) >= threshold;
@@ -47,21 +48,29 @@ _CROSS: dict[tuple, object] = {}  # (id of a shared encoder, weights file) -> it
 class Scorer:
     """Probability of label 1 from a shipped model (one entry of ``learned_weights.json``).
 
-    ``model``: {"kind": "logistic", "features", "mean", "scale", "coef", "intercept", "threshold"} or
+    ``model``: {"kind": "logistic", "features", "mean", "scale", "coef", "intercept", "threshold"},
     {"kind": "trees", "features", "init", "learning_rate", "trees": [{"feature", "threshold", "left", "right",
-    "value"}, ...], "threshold"}. Raises ValueError for another kind.
+    "value"}, ...], "threshold"}, or {"kind": "mean", "features", "models": [two or more of those, over the same
+    features], "threshold"} (the mean of their probabilities: a soft vote). Raises ValueError for another kind, or
+    a "mean" without models or with a part over other features.
     """
 
     def __init__(self, model: dict):
-        if model.get("kind") not in ("logistic", "trees"):
-            raise ValueError(f"unknown model kind {model.get('kind')!r} (expected 'logistic' or 'trees')")
+        if model.get("kind") not in ("logistic", "trees", "mean"):
+            raise ValueError(f"unknown model kind {model.get('kind')!r} (expected 'logistic', 'trees' or 'mean')")
         self.model = model
         self.features = tuple(model["features"])
         self.threshold = float(model["threshold"])
+        self.parts = [Scorer(m) for m in model.get("models", ())] if model["kind"] == "mean" else []
+        if model["kind"] == "mean" and (not self.parts or any(s.features != self.features for s in self.parts)):
+            raise ValueError("a 'mean' model needs one or more models over its own features")
 
     def decision(self, X: np.ndarray) -> np.ndarray:
         """Log-odds of label 1: X of shape (n, n_features) -> shape (n,)."""
         X = np.asarray(X, dtype=float).reshape(-1, len(self.features))
+        if self.parts:
+            p = np.clip(self.proba(X), 1e-12, 1 - 1e-12)
+            return np.log(p / (1 - p))
         m = self.model
         if m["kind"] == "logistic":
             return ((X - np.asarray(m["mean"])) / np.asarray(m["scale"])) @ np.asarray(m["coef"]) + m["intercept"]
@@ -81,15 +90,22 @@ class Scorer:
 
     def proba(self, X: np.ndarray) -> np.ndarray:
         """P(label 1) in [0, 1], shape (n,)."""
+        if self.parts:
+            X = np.asarray(X, dtype=float).reshape(-1, len(self.features))
+            return np.mean([s.proba(X) for s in self.parts], axis=0)
         return 1.0 / (1.0 + np.exp(-self.decision(X)))
 
 
 def export_model(est, features: Sequence[str], threshold: float = 0.5) -> dict:
-    """The JSON form of a fitted sklearn model: a Pipeline(StandardScaler, LogisticRegression) or a binary
-    GradientBoostingClassifier. Raises TypeError for anything else."""
+    """The JSON form of a fitted sklearn model: a Pipeline(StandardScaler, LogisticRegression), a binary
+    GradientBoostingClassifier, or a list of them (kind "mean": the mean of their probabilities). Raises TypeError
+    for anything else."""
     from sklearn.ensemble import GradientBoostingClassifier
     from sklearn.pipeline import Pipeline
 
+    if isinstance(est, (list, tuple)):
+        return {"kind": "mean", "features": list(features), "models": [export_model(e, features, threshold)
+                                                                        for e in est], "threshold": threshold}
     if isinstance(est, Pipeline):
         scaler, lr = est[0], est[-1]
         return {"kind": "logistic", "features": list(features), "mean": scaler.mean_.tolist(),
@@ -212,7 +228,7 @@ class LearnedEquivalenceJudge(_Learned, PairJudge):
     (`elical.judges.cross_encoder`; grouped CV in docs/benchmarks.md chose it and the bands).
 
     Parameters: model_path (MiniLM directory, default the packaged all-MiniLM-L6-v2), weights (a JSON file, default
-    the shipped `WEIGHTS_PATH`), threshold (probability cut, default the shipped one, 0.5), device, batch_size,
+    the shipped `WEIGHTS_PATH`), threshold (probability cut, default the weights file's), device, batch_size,
     cross_encoder (a safetensors file, default the shipped `CE_WEIGHTS_PATH`; False: the feature model alone).
     """
 

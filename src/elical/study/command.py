@@ -113,7 +113,9 @@ def run_study(preset: str, output, *, seeds=None, k_values=None, targets=_TARGET
     datasets = p.datasets if mmlu_dir else tuple(d for d in p.datasets if d != "mmlu")
     if released:  # the released files' datasets (all of them), their answers and verdicts (elical.jobs.released)
         datasets, run_overrides = (), {**run_overrides, "honestybench": os.path.abspath(released)}
-    cfg = p.run_config(os.path.abspath(data_dir) if data_dir else None, os.path.abspath(mmlu_dir) if mmlu_dir
+    # real paths: a resume through a symlinked ../shared (or with --data-dir given one way and found the other)
+    # compares the same directory, not two spellings of it
+    cfg = p.run_config(os.path.realpath(data_dir) if data_dir else None, os.path.realpath(mmlu_dir) if mmlu_dir
                        else None, **run_overrides)
     cfg = type(cfg)(**{**asdict(cfg), "datasets": datasets})
     seeds = [int(s) for s in (seeds if seeds is not None else p.seeds)]
