@@ -113,7 +113,7 @@ def test_cascade_encodes_only_where_the_cheap_model_is_unsure(monkeypatch):
     for task, names in (("equivalence", EQUIVALENCE_FEATURES), ("correctness", CORRECTNESS_FEATURES)):
         cheap = w[f"{task}_cheap"]
         assert cheap["features"] == [n for n in names if n not in SOFT_FEATURES] and cheap["band"] == [0.15, 0.8]
-    assert w["equivalence"]["second_band"] == [0.15, 0.85] and "second_band" not in w["correctness"]
+    assert w["equivalence"]["second_band"] == [0.2, 0.8] and "second_band" not in w["correctness"]
     judge = make_equivalence_judge("learned")
     encoded = []
     monkeypatch.setattr(judge.encoder, "encode_all", lambda texts: encoded.extend(texts))

@@ -14,7 +14,7 @@ probabilities (a soft vote), whichever did best on labelled sets of question sty
 Each is a two-stage cascade: a first model reads only the lexical features (no encoder); where its probability is
 inside the shipped ``band`` ((0.15, 0.8): the pairs it is unsure of) the texts are encoded with MiniLM and the full
 model decides; for equivalence, where the full model is unsure too (inside the shipped ``second_band``,
-(0.15, 0.85)), its probability is averaged with the MiniLM cross-encoder's (`elical.judges.cross_encoder`). The
+(0.2, 0.8)), its probability is averaged with the MiniLM cross-encoder's (`elical.judges.cross_encoder`). The
 encoder, the judges' main cost, so runs only where it helps (grouped CV: docs/benchmarks.md). Before either model
 one named rule of the shared extraction (`elical.judges.extract`) decides: two non-answers are never the same
 answer ("both-non-answers"), a non-answer is never correct ("non-answer").
