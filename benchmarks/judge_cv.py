@@ -192,9 +192,9 @@ class Task:
         out = np.full(len(self.rows), np.nan)
         for name in HELD_OUT:
             test = np.flatnonzero(sets == name)
-            train = np.flatnonzero((sets != name) & ~np.isin(self.groups, self.groups[test]))
             if not len(test):
                 continue
+            train = np.flatnonzero((sets != name) & ~np.isin(self.groups, self.groups[test]))
             est = fit(kind, self.X[train][:, cols], self.y[train])
             rows_test = np.isin(self.owner, test)
             p = np.zeros(len(self.owner))
@@ -292,11 +292,11 @@ def main(argv=None) -> int:
         mk = best["full"]
         cv_ba = scores(data.y, preds[f"learned full ({mk})"])["balanced_accuracy"]
         held_ba = held_out_score(data, cascade(held), CUT)
+        cheap_oof = oof["cheap", best["cheap"]]
         print(f"models chosen on the held-out sets: full {mk}, cheap {best['cheap']}; at the cut {CUT}: "
               f"cascade {held_ba:.3f} (mean over {len(HELD_OUT)} sets); pooled CV: full {cv_ba:.3f}, cascade "
               f"{scores(data.y, preds['learned (cascade)'])['balanced_accuracy']:.3f}, full model on "
-              f"{np.mean((oof['cheap', best['cheap']] > BAND[0]) & (oof['cheap', best['cheap']] < BAND[1])):.0%} "
-              "of the pairs")
+              f"{np.mean((cheap_oof > BAND[0]) & (cheap_oof < BAND[1])):.0%} of the pairs")
         print(f"\n#### ablation ({mk}): the held-out sets' mean balanced accuracy without each feature group\n")
         base = held_out_score(data, held["full", mk], 0.5)
         for group, feats in GROUPS[task].items():

@@ -49,7 +49,6 @@ def draw(run_dir: Path, name: str = "study_random") -> None:
     from elical.records import read_records
 
     cfg, (blind, _, _) = SETS[name], files(name)
-
     recs = [r for r in read_records(run_dir / "records" / "annotations.jsonl")
             if r["dataset"] != "mmlu" and r.get("greedy_response") is not None]
     rng = random.Random(cfg["seed"])
@@ -73,22 +72,22 @@ def draw(run_dir: Path, name: str = "study_random") -> None:
 def merge(name: str = "study_random") -> None:
     from elical.judges.text import normalize_answer
 
-    BLIND, LABELS, OUT = files(name)
+    blind, labels_file, out_file = files(name)
     labels = {}
-    with open(LABELS, encoding="utf-8") as f:
+    with open(labels_file, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if line.strip():
                 d = json.loads(line)
                 if d.get("label") not in (0, 1, None):
-                    raise SystemExit(f"{LABELS}:{n}: label must be 0, 1 or null, got {d.get('label')!r}")
+                    raise SystemExit(f"{labels_file}:{n}: label must be 0, 1 or null, got {d.get('label')!r}")
                 labels[d["pair_id"]] = d
     kept = dropped = 0
-    with open(BLIND, encoding="utf-8") as f, open(OUT, "w", encoding="utf-8") as out:
+    with open(blind, encoding="utf-8") as f, open(out_file, "w", encoding="utf-8") as out:
         for line in f:
             row = json.loads(line)
             lab = labels.get(row["pair_id"])
             if lab is None:
-                raise SystemExit(f"{LABELS}: no label for {row['pair_id']}")
+                raise SystemExit(f"{labels_file}: no label for {row['pair_id']}")
             if lab["label"] is None:
                 dropped += 1
                 continue
@@ -97,7 +96,7 @@ def merge(name: str = "study_random") -> None:
             row.update(part=part_of(row["question"]), label=lab["label"], why=lab.get("why", ""))
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             kept += 1
-    print(f"wrote {kept} labelled pairs to {OUT} ({dropped} dropped as ambiguous)")
+    print(f"wrote {kept} labelled pairs to {out_file} ({dropped} dropped as ambiguous)")
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ class Scorer:
 
     ``model``: {"kind": "logistic", "features", "mean", "scale", "coef", "intercept", "threshold"},
     {"kind": "trees", "features", "init", "learning_rate", "trees": [{"feature", "threshold", "left", "right",
-    "value"}, ...], "threshold"}, or {"kind": "mean", "features", "models": [two or more of those, over the same
+    "value"}, ...], "threshold"}, or {"kind": "mean", "features", "models": [one or more of those, over the same
     features], "threshold"} (the mean of their probabilities: a soft vote). Raises ValueError for another kind, or
     a "mean" without models or with a part over other features.
     """
