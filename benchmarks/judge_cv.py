@@ -184,6 +184,14 @@ class Task:
         np.maximum.at(out, self.owner, p_all)
         return out[idx]
 
+    def _predict(self, kind: str, cols: list[int], train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        """P(label 1) of the pairs ``test`` by a model fitted on the pairs ``train`` (0 where a rule decides)."""
+        est = fit(kind, self.X[train][:, cols], self.y[train])
+        rows_test = np.isin(self.owner, test)
+        p = np.zeros(len(self.owner))
+        p[rows_test] = est.predict_proba(self.X_all[rows_test][:, cols])[:, 1]
+        return np.where(self.ruled[test], 0.0, self.pair_proba(p, test))
+
     def held_out(self, kind: str, cols: list[int]) -> np.ndarray:
         """Leave-one-set-out P(label 1) of every pair of the `HELD_OUT` sets, NaN elsewhere, shape (n,): each set,
         made of question styles no other set holds, is predicted by a model trained on every other pair (less any
@@ -192,14 +200,9 @@ class Task:
         out = np.full(len(self.rows), np.nan)
         for name in HELD_OUT:
             test = np.flatnonzero(sets == name)
-            if not len(test):
-                continue
-            train = np.flatnonzero((sets != name) & ~np.isin(self.groups, self.groups[test]))
-            est = fit(kind, self.X[train][:, cols], self.y[train])
-            rows_test = np.isin(self.owner, test)
-            p = np.zeros(len(self.owner))
-            p[rows_test] = est.predict_proba(self.X_all[rows_test][:, cols])[:, 1]
-            out[test] = np.where(self.ruled[test], 0.0, self.pair_proba(p, test))
+            if len(test):
+                out[test] = self._predict(kind, cols, np.flatnonzero(
+                    (sets != name) & ~np.isin(self.groups, self.groups[test])), test)
         return out
 
     def cv(self, kind: str, cols: list[int], folds: int = 5) -> np.ndarray:
@@ -208,14 +211,8 @@ class Task:
 
         out = np.zeros(len(self.rows))
         for train, test in GroupKFold(folds, shuffle=True, random_state=SEED).split(self.X, self.y, self.groups):
-            est = fit(kind, self.X[train][:, cols], self.y[train])
-            rows_test = np.isin(self.owner, test)
-            p = np.zeros(len(self.owner))
-            p[rows_test] = est.predict_proba(self.X_all[rows_test][:, cols])[:, 1]
-            out[test] = self.pair_proba(p, test)
-        out[self.ruled] = 0.0
+            out[test] = self._predict(kind, cols, train, test)
         return out
-
 
 def held_out_score(data: Task, proba: np.ndarray, threshold: float) -> float:
     """Mean over the `HELD_OUT` sets of the balanced accuracy of ``proba >= threshold`` (`Task.held_out`)."""
