@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 7: file prefix SET below):
+Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 8: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -63,6 +63,12 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # "two principles that deal with questions of values"), a garbled, doubtful key (decane and "CH2CH2CH2OH" as the
 # immiscible pair, where propanol mixes with alkanes) and a law row cut from its context ("With the intent to commit
 # a felony therein.").
+# final8 left out a doubtful key with a second defensible option (eating fish as the factor of decreased
+# Alzheimer's risk, where being married is also associated with lower dementia risk), keys that could not be
+# checked (Australia's occupation "soon after 40,000 years ago", now more often put at 50,000 or more; "Travel" as
+# the most important factor of virus spread and infection), an outdated key (the San Antonio Spurs "play" in the
+# Alamodome, which they left in 2002) and a loaded ("complex") question keyed as "Prejudicial Language" where no
+# option names its fallacy and "False Dilemma" is as defensible.
 # Each set: its MMLU and draw seeds, its left-out rows, and the earlier sets whose MMLU rows it never draws.
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "after": ()},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030, "after": ("final",),
@@ -80,7 +86,11 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "a
         "final7": {"mmlu_seed": 2039, "draw_seed": 2040,
                    "after": ("final", "final2", "final3", "final4", "final5", "final6"),
                    "left_out": {"mmlu/human_sexuality/24", "mmlu/miscellaneous/139", "mmlu/high_school_chemistry/44",
-                                "mmlu/nutrition/108", "mmlu/professional_law/182", "mmlu/human_sexuality/44"}}}
+                                "mmlu/nutrition/108", "mmlu/professional_law/182", "mmlu/human_sexuality/44"}},
+        "final8": {"mmlu_seed": 2041, "draw_seed": 2042,
+                   "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7"),
+                   "left_out": {"mmlu/human_aging/3", "mmlu/prehistory/171", "mmlu/miscellaneous/232",
+                                "mmlu/logical_fallacies/126", "mmlu/virology/80"}}}
 
 
 def path(name, part):
