@@ -22,6 +22,10 @@ def test_extraction_echo_refusal_negation_numbers():
     q2 = "Which came first, the Brenland Accord or the Treaty of Velmar?"
     assert extract("The Treaty of Velmar.", q2).answers and not extract("the Treaty of Velmar", q2).answers
     assert not extract("Which came first, the Brenland", q2).answers  # where the question starts
+    # a listed option, bare or after its letter, answers even unclosed; a list of two or another piece does not
+    q4 = "Which tool does a cooper use? Options: croze; burin; adze of Velmar; awl."
+    assert extract("adze of Velmar", q4).answers and extract("C. adze of Velmar", q4).answers
+    assert not extract("croze; burin", q4).answers and not extract("a cooper use", q4).answers
     q3 = "Which river flows past the old harbour town where the poet Ilse Varnholt was born?"
     assert extract("The old harbour town where the poet Ilse Varnholt was", q3).echo  # cut off inside the question
     assert extract("I don't know the capital.", q).refusal
@@ -132,6 +136,25 @@ def test_fuzzy_recall_compares_numbers_as_numbers():
     assert _fuzzy_recall(["1", "264"], ["1", "234"]) == 0.5
     # "portugal" / "portuguese": difflib ratio 2 * 6 / 18
     assert _fuzzy_recall(["portugal"], ["portuguese", "1"]) == pytest.approx(12 / 18)
+
+
+@pytest.mark.parametrize("alias, answer, want", [
+    ("Brenland", "It is in the Brenlandic state of Holm.", 1),  # the adjective: all but the last letter shared
+    ("Velmar", "The Velmarese speak it.", 1),
+    ("Velmar Republic", "The Velmarese speak it.", 0),  # every alias word is needed
+    ("Austria", "It is in Australia.", 0),  # 5 of 7 letters shared: another name
+    ("Iran", "It is in Iraq.", 0), ("Iran", "It is Iranian.", 1),  # a short word: all of it
+    ("1264", "It is 12645.", 0),  # a number only as itself
+    ("Brenland", "I don't know; maybe the Brenlandic state.", 0),  # a non-answer never
+    ("IN", "Gary is in Ohio.", 0),  # a short code only as itself (the floor's rule): not the word "in"
+    ("Velmar Rally", "The Velmar driver won the rally in Holm.", 0),  # every alias word is the question's
+])
+def test_stem_floor_by_hand(alias, answer, want):
+    """The correctness feature stem_floor: the alias's words in the answer, or their adjective / plural forms."""
+    from elical.judges.features import CORRECTNESS_FEATURES, correctness_features
+
+    q = "Which rally did the Velmar driver win?" if "Rally" in alias else None
+    assert correctness_features(answer, alias, q, None)[CORRECTNESS_FEATURES.index("stem_floor")] == want
 
 
 def test_logistic_scorer_by_hand():

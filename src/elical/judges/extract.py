@@ -58,7 +58,8 @@ class Extraction:
     that starts where the question starts or stops without closing punctuation: a cut-off echo.
     A choice answer ("X is older than Y" to "Who is older, Y or X?"), a piece from inside the question closed like a
     sentence, which names one of its options ("Jane Austen." to "Who wrote Emma? Options: Charlotte Brontë; Jane
-    Austen; ..."), or "The capital of Durham is Durham." is no echo.
+    Austen; ..."), an answer that is exactly one of the options the question lists after "Options:", closed or not
+    ("stationary bicycle", "B. treadmill"), or "The capital of Durham is Durham." is no echo.
     """
 
     tokens: tuple[str, ...]
@@ -82,6 +83,23 @@ def _in_order(content: Sequence[str], q_seq: Sequence[str]) -> bool:
     return all(any(t == w for w in want) for t in q_seq if t not in STOP_WORDS)
 
 
+_OPTIONS = re.compile(r"\bOptions:\s*(.+)$", re.S)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _options(question: str) -> frozenset[tuple[str, ...]]:
+    """The normalised token tuples of the options a question lists as "... Options: A; B; C." (none: empty)."""
+    m = _OPTIONS.search(question)
+    return frozenset(t for o in m.group(1).split(";") if (t := tuple(normalize_answer(o).split()))) if m else \
+        frozenset()
+
+
+def _names_option(toks: Sequence[str], question: str) -> bool:
+    """The answer is exactly one listed option, bare or after its letter ("treadmill", "B. treadmill")."""
+    opts = _options(question)
+    return bool(opts) and (tuple(toks) in opts or (len(toks) > 1 and len(toks[0]) == 1 and tuple(toks[1:]) in opts))
+
+
 def _cut_piece(answer: str, toks: Sequence[str], q_seq: Sequence[str]) -> bool:
     """The answer is a contiguous piece of the question that starts where the question starts, or stops without
     closing punctuation (cut off); a closed piece from inside the question names one of its options."""
@@ -102,7 +120,7 @@ def extract(answer: str, question: str | None = None) -> Extraction:
     negated = any(t in NEGATIONS and t not in q_toks for t in toks)
     refusal = any(find_spans(r, toks) for r in REFUSALS)
     echo = bool(q_content) and bool(content) and not new_numbers and not Counter(content) - q_content and \
-        (_in_order(content, q_seq) or _cut_piece(answer, toks, q_seq))
+        (_in_order(content, q_seq) or _cut_piece(answer, toks, q_seq)) and not _names_option(toks, question)
     return Extraction(toks, content, beyond, numbers, new_numbers, negated, refusal, echo)
 
 

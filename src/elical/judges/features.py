@@ -26,6 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from elical.judges.extract import NEGATIONS, STOP_WORDS, Extraction, alias_contained, extract, is_open
+from elical.judges.rules import is_code
 from elical.judges.semantic import Embedder
 from elical.judges.text import find_spans, normalize_answer, token_f1
 
@@ -131,7 +132,7 @@ EQUIVALENCE_FEATURES = (
     "cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max",
 )  # fmt: skip
 CORRECTNESS_FEATURES = (
-    "floor", "fuzzy_recall", "nonanswer", "echo", "alias_numbers", "numbers_given", "numbers_other", "negated",
+    "floor", "fuzzy_recall", "stem_floor", "nonanswer", "echo", "alias_numbers", "numbers_given", "numbers_other", "negated",
     "cosine",
     "bertscore_recall", "bertscore_precision_q",
 )  # fmt: skip
@@ -222,6 +223,28 @@ def _fuzzy_recall(want: Sequence[str], have: Sequence[str]) -> float:
                max(SequenceMatcher(None, w, h).ratio() for h in have) for w in want) / len(want)
 
 
+def _common_prefix(x: str, y: str) -> int:
+    n = 0
+    for a, b in zip(x, y):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def _stem_contained(want: Sequence[str], have: Sequence[str], question: str | None) -> bool:
+    """Every word of the alias is a word of the answer, or, for a word of four or more letters and no digit, an
+    answer word shares all of it but its last letter (at least four letters) as a prefix: the adjective, demonym
+    and plural forms of a name without a table ("india" in "indian", "cuba" / "cuban", "germany" / "german",
+    "mexico" / "mexican", "muslims" / "muslim"), while "austria" is not "australia", "iran" not "iraq" and a
+    number only itself; and at least one of the alias's words is not the question's (an alias the question
+    spells out is no evidence)."""
+    have, q = set(have), _question_words(question)
+    return any(w not in q for w in want) and all(
+        w in have if len(w) < 4 or any(c.isdigit() for c in w) else
+        any(_common_prefix(w, h) >= max(4, len(w) - 1) for h in have) for w in want)
+
+
 def correctness_features(answer: str, alias: str, question: str | None, enc: TokenEncoder | None) -> list[float]:
     """`CORRECTNESS_FEATURES` of (answer, one gold alias) (a list of float; texts are encoded by ``enc``; the
     `SOFT_FEATURES` are NaN when ``enc`` is None)."""
@@ -229,8 +252,10 @@ def correctness_features(answer: str, alias: str, question: str | None, enc: Tok
     g = extract(alias, None)
     want = g.content or g.tokens
     soft = [math.nan] * 3 if enc is None else correctness_soft(answer, alias, question, enc)
+    floor = alias_contained(answer, alias, question)
+    stem = floor or (x.answers and not is_code(alias) and _stem_contained(want, x.tokens, question))
     return [
-        float(alias_contained(answer, alias, question)), _fuzzy_recall(want, x.tokens), float(not x.answers),
+        float(floor), _fuzzy_recall(want, x.tokens), float(stem), float(not x.answers),
         float(x.echo), float(bool(g.numbers)),
         float(bool(g.numbers) and g.numbers <= x.numbers), float(bool(x.new_numbers - g.numbers)),
         float(x.negated), *soft,
