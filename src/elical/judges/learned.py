@@ -294,10 +294,10 @@ class LearnedCrossEncoderEquivalenceJudge(LearnedEquivalenceJudge):
     decides only the pairs it is sure are the same (probability at or above the band's top: identical answers, for
     one; the cross-encoder never saw an identical pair in training), the named rule decides the non-answers, and
     every other pair gets the mean of the full feature model's and the cross-encoder's P(same). More accurate than
-    the default cascade (fold 0 of the fifth round's cross-encoder CV: 0.877 against 0.864; the seventh frozen set,
-    final7: 0.846 against 0.842 balanced accuracy) at about three times its CPU cost (docs/benchmarks.md); for a GPU,
-    or when judging time matters less. Parameters as `LearnedEquivalenceJudge` (``cross_encoder=False`` leaves the full feature model
-    alone)."""
+    the default cascade (fold 0 of the fifth round's cross-encoder CV: 0.877 against 0.864; the eighth frozen set,
+    final8: 0.899 against 0.882 balanced accuracy) at about three times its CPU cost (docs/benchmarks.md); for a
+    GPU, or when judging time matters less. Parameters as `LearnedEquivalenceJudge` (``cross_encoder=False`` leaves
+    the full feature model alone)."""
 
     name = "learned-ce"
     everywhere = True
