@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
 from collections import Counter
 from difflib import SequenceMatcher
@@ -132,8 +133,8 @@ EQUIVALENCE_FEATURES = (
     "cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max",
 )  # fmt: skip
 CORRECTNESS_FEATURES = (
-    "floor", "fuzzy_recall", "stem_floor", "nonanswer", "echo", "alias_numbers", "numbers_given", "numbers_other", "negated",
-    "cosine",
+    "floor", "fuzzy_recall", "stem_floor", "nonanswer", "echo", "alias_numbers", "numbers_given", "numbers_other",
+    "negated", "cosine",
     "bertscore_recall", "bertscore_precision_q",
 )  # fmt: skip
 
@@ -223,15 +224,6 @@ def _fuzzy_recall(want: Sequence[str], have: Sequence[str]) -> float:
                max(SequenceMatcher(None, w, h).ratio() for h in have) for w in want) / len(want)
 
 
-def _common_prefix(x: str, y: str) -> int:
-    n = 0
-    for a, b in zip(x, y):
-        if a != b:
-            break
-        n += 1
-    return n
-
-
 def _stem_contained(want: Sequence[str], have: Sequence[str], question: str | None) -> bool:
     """Every word of the alias is a word of the answer, or, for a word of four or more letters and no digit, an
     answer word shares all of it but its last letter (at least four letters) as a prefix: the adjective, demonym
@@ -242,7 +234,7 @@ def _stem_contained(want: Sequence[str], have: Sequence[str], question: str | No
     have, q = set(have), _question_words(question)
     return any(w not in q for w in want) and all(
         w in have if len(w) < 4 or any(c.isdigit() for c in w) else
-        any(_common_prefix(w, h) >= max(4, len(w) - 1) for h in have) for w in want)
+        any(len(os.path.commonprefix((w, h))) >= max(4, len(w) - 1) for h in have) for w in want)
 
 
 def correctness_features(answer: str, alias: str, question: str | None, enc: TokenEncoder | None) -> list[float]:
