@@ -9,8 +9,8 @@ tests/fixtures/judge_pairs.jsonl, ``run_random`` (a random sample of the default
 test part was scored once in the seventh round and is training data since), and the ``dev`` part (by question) of
 the two sets drawn from the ``cpu`` study's own answers, ``study_random`` (a random sample) and ``study_disagree``
 (where learned and the rules disagreed), whose ``test`` parts are held out. ``final`` ... ``final7`` were the frozen
-test sets of the first to seventh learned judges; scored, they are training data now. ``final8`` is never read
-here: it is the frozen final test set (benchmarks/judge_agreement.py). The
+test sets of the first to seventh learned judges; scored, they are training data now. ``final8`` (scored once in
+the eighth round) and ``final9`` (the next frozen set, no judge run on it yet) are not read here. The
 shipped equivalence judge also averages in a MiniLM cross-encoder where both cascade stages are unsure: its training
 and grouped CV (the same folds) are benchmarks/judge_cross_encoder.py.
 Equivalence is learned from the ``greedy-sample`` pairs, correctness from the ``answer-gold`` pairs (one training row

@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 8: file prefix SET below):
+Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 9: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -69,6 +69,7 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # the most important factor of virus spread and infection), an outdated key (the San Antonio Spurs "play" in the
 # Alamodome, which they left in 2002) and a loaded ("complex") question keyed as "Prejudicial Language" where no
 # option names its fallacy and "False Dilemma" is as defensible.
+# final9 left out no row: its 25 drawn rows were read (keys checked, arithmetic redone) and found clean.
 # Each set: its MMLU and draw seeds, its left-out rows, and the earlier sets whose MMLU rows it never draws.
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "after": ()},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030, "after": ("final",),
@@ -90,7 +91,10 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "a
         "final8": {"mmlu_seed": 2041, "draw_seed": 2042,
                    "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7"),
                    "left_out": {"mmlu/human_aging/3", "mmlu/prehistory/171", "mmlu/miscellaneous/232",
-                                "mmlu/logical_fallacies/126", "mmlu/virology/80"}}}
+                                "mmlu/logical_fallacies/126", "mmlu/virology/80"}},
+        "final9": {"mmlu_seed": 2043, "draw_seed": 2044,
+                   "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7", "final8"),
+                   "left_out": set()}}
 
 
 def path(name, part):
