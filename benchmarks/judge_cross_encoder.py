@@ -162,23 +162,23 @@ def main(argv=None) -> int:
     p_ce = np.concatenate([np.load(f)[2] for f in saved])  # the cross-encoder reads no feature: kept as trained
     shipped = load_weights()["meta"]["equivalence"]  # the kinds of model and the cut judge_cv.py chose
     threshold = shipped.get("threshold", 0.5)
-    p_cheap, p_trees = np.zeros(len(test)), np.zeros(len(test))
+    p_cheap, p_full = np.zeros(len(test)), np.zeros(len(test))
     for f in saved:  # both feature stages of each saved fold, refitted on today's features (seeded)
         k = int(f.stem.removeprefix("fold"))
         at, train = np.isin(test, folds[k][1]), folds[k][0]
         p_cheap[at] = fit(shipped["cheap_model"], data.X[train][:, cheap], data.y[train]).predict_proba(
             data.X[test[at]][:, cheap])[:, 1]
-        p_trees[at] = fit(shipped["model"], data.X[train], data.y[train]).predict_proba(data.X[test[at]])[:, 1]
+        p_full[at] = fit(shipped["model"], data.X[train], data.y[train]).predict_proba(data.X[test[at]])[:, 1]
     ruled = data.ruled[test]
     unsure = (p_cheap > BAND[0]) & (p_cheap < BAND[1])
-    second = (p_trees > SECOND_BAND[0]) & (p_trees < SECOND_BAND[1])
+    second = (p_full > SECOND_BAND[0]) & (p_full < SECOND_BAND[1])
     preds = {f"cheap stage ({shipped['cheap_model']})": p_cheap,
-             f"full feature model ({shipped['model']})": p_trees, "cross-encoder": p_ce,
-             "mean of full and cross-encoder": (p_trees + p_ce) / 2,
-             "cascade, full model in the band (before)": np.where(unsure, p_trees, p_cheap),
-             "cascade, mean wherever the cheap stage is unsure": np.where(unsure, (p_trees + p_ce) / 2, p_cheap),
+             f"full feature model ({shipped['model']})": p_full, "cross-encoder": p_ce,
+             "mean of full and cross-encoder": (p_full + p_ce) / 2,
+             "cascade, full model in the band (before)": np.where(unsure, p_full, p_cheap),
+             "cascade, mean wherever the cheap stage is unsure": np.where(unsure, (p_full + p_ce) / 2, p_cheap),
              "cascade, mean where both stages are unsure (shipped)": np.where(
-                 unsure, np.where(second, (p_trees + p_ce) / 2, p_trees), p_cheap)}
+                 unsure, np.where(second, (p_full + p_ce) / 2, p_full), p_cheap)}
     y, sets = data.y[test], np.array([rows[i]["set"] for i in test])
     names = list(dict.fromkeys(sets))
     both = unsure & second

@@ -281,8 +281,8 @@ def main(argv=None) -> int:
             for probas in (oof, held):  # the soft vote of the two, without fitting them again
                 probas[stage, "mean"] = (probas[stage, "logistic"] + probas[stage, "trees"]) / 2
             for mk in KINDS:
-                preds[f"learned {stage} ({mk})"] = (oof[stage, mk] >= 0.5).astype(int)
-            best[stage] = max(KINDS, key=lambda mk: held_out_score(data, held[stage, mk], 0.5))
+                preds[f"learned {stage} ({mk})"] = (oof[stage, mk] >= CUT).astype(int)
+            best[stage] = max(KINDS, key=lambda mk: held_out_score(data, held[stage, mk], CUT))
 
         def cascade(probas):
             cheap = probas["cheap", best["cheap"]]
@@ -298,10 +298,10 @@ def main(argv=None) -> int:
               f"{scores(data.y, preds['learned (cascade)'])['balanced_accuracy']:.3f}, full model on "
               f"{np.mean((cheap_oof > BAND[0]) & (cheap_oof < BAND[1])):.0%} of the pairs")
         print(f"\n#### ablation ({mk}): the held-out sets' mean balanced accuracy without each feature group\n")
-        base = held_out_score(data, held["full", mk], 0.5)
+        base = held_out_score(data, held["full", mk], CUT)
         for group, feats in GROUPS[task].items():
             cols = [i for i in all_cols if names[i] not in feats]
-            ba = held_out_score(data, data.held_out(mk, cols), 0.5)
+            ba = held_out_score(data, data.held_out(mk, cols), CUT)
             print(f"- without {group}: {ba:.3f} ({ba - base:+.3f})")
         if not args.no_baselines:
             for name in BASELINES[task]:
@@ -309,7 +309,7 @@ def main(argv=None) -> int:
                 preds[name] = np.asarray(make(name).judge_many(*_pairs(task, sub)))
         print(table(f"{task}: balanced accuracy (recall 1 / recall 0), learned = 5-fold grouped CV", sub, preds))
         at = np.isin([r["set"] for r in sub], HELD_OUT)
-        held_preds = {**{f"learned {st} ({k})": (held[st, k][at] >= 0.5).astype(int) for st in ("full", "cheap")
+        held_preds = {**{f"learned {st} ({k})": (held[st, k][at] >= CUT).astype(int) for st in ("full", "cheap")
                          for k in KINDS},
                       **{f"learned (cascade, threshold {t})": (cascade(held)[at] >= t).astype(int)
                          for t in THRESHOLDS},
