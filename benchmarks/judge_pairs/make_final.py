@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 9: file prefix SET below):
+Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 10: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -70,6 +70,9 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # Alamodome, which they left in 2002) and a loaded ("complex") question keyed as "Prejudicial Language" where no
 # option names its fallacy and "False Dilemma" is as defensible.
 # final9 left out no row: its 25 drawn rows were read (keys checked, arithmetic redone) and found clean.
+# final10 left out an option naming others by letter (inflation "both A and D are correct"), a wrong key (100
+# human polyomaviruses "known at present", where about 14 are known) and a fact an earlier set asks (the blimp's
+# Archimedes' principle, final5's physics).
 # Each set: its MMLU and draw seeds, its left-out rows, and the earlier sets whose MMLU rows it never draws.
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "after": ()},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030, "after": ("final",),
@@ -94,7 +97,12 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "a
                                 "mmlu/logical_fallacies/126", "mmlu/virology/80"}},
         "final9": {"mmlu_seed": 2043, "draw_seed": 2044,
                    "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7", "final8"),
-                   "left_out": set()}}
+                   "left_out": set()},
+        "final10": {"mmlu_seed": 2045, "draw_seed": 2046,
+                    "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7", "final8",
+                              "final9"),
+                    "left_out": {"mmlu/high_school_macroeconomics/59", "mmlu/virology/2",
+                                 "mmlu/conceptual_physics/87"}}}
 
 
 def path(name, part):
