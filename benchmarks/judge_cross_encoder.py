@@ -3,6 +3,7 @@ labelled pairs, measured against the feature classifier on the same grouped fold
 
     python benchmarks/judge_cross_encoder.py --folds 0,1,2,3,4    # grouped CV (~25 min a fold on one core)
     python benchmarks/judge_cross_encoder.py --folds 0            # one fold; the table pools every saved fold
+    python benchmarks/judge_cross_encoder.py --folds '' --sweep   # the saved folds' table + bands and orders swept
     python benchmarks/judge_cross_encoder.py --write              # train on every pair, write the shipped weights
 
 Rows, folds and seed as benchmarks/judge_cv.py (GroupKFold(5, shuffled, seed 0) by normalised question). The
@@ -10,7 +11,10 @@ cross-encoder reads "question [SEP] a" and "b" as a BERT text pair; each trainin
 prediction averages both orders (symmetric). LoRA (Hu et al., 2022; peft; r = 8) on every linear layer of
 all-MiniLM-L6-v2's encoder (attention query/key/value/output, feed-forward; fifth round: the fourth round's
 query/value and 2 epochs scored 0.840 on fold 0, this recipe 0.851) plus a linear head on [CLS]; class-balanced BCE;
-AdamW, 3 epochs. ``--r``, ``--modules`` and ``--epochs`` set another recipe.
+AdamW, 3 epochs. ``--r``, ``--modules`` and ``--epochs`` set another recipe. A fold's saved predictions
+(``runs/judge_cross_encoder/foldK.npy``) hold the test rows, a tree model's P(same), and the cross-encoder's in each
+order of (a, b); the report scores the shipped judge's cross-encoder (``SECOND_ORDERS`` of benchmarks/judge_cv.py:
+the mean of both orders, or the one order the judge reads) and ``--sweep`` the cascade at other bands and orders.
 """
 
 from __future__ import annotations
@@ -82,15 +86,27 @@ def train_ce(rows, epochs=3, batch=16, lr=1e-3, seed=0, r=8, modules=("query", "
 
 
 def predict_ce(tok, model, head, rows, batch=64):
-    """The shipped judge's P(same) (`elical.judges.cross_encoder.symmetric_proba`) of labelled rows, shape (n,)."""
+    """The cross-encoder's P(same) of labelled rows in each order of (a, b), shape (n, 2): column 0 reads (a, b),
+    column 1 (b, a) (`elical.judges.cross_encoder.symmetric_proba` with one order)."""
     import torch
 
     from elical.judges.cross_encoder import symmetric_proba
 
     with torch.no_grad():
-        out = [symmetric_proba(tok, model, head, [(r["a"], r["b"], r["question"]) for r in rows[i:i + batch]]).numpy()
-               for i in range(0, len(rows), batch)]
-    return np.concatenate(out) if out else np.zeros(0)
+        out = [np.stack([symmetric_proba(tok, model, head, [(b, a, q) if swap else (a, b, q) for a, b, q in part],
+                                         orders=1).numpy() for swap in (False, True)], axis=1)
+               for part in ([(r["a"], r["b"], r["question"]) for r in rows[i:i + batch]]
+                            for i in range(0, len(rows), batch))]
+    return np.concatenate(out) if out else np.zeros((0, 2))
+
+
+def shipped_ce(rows, p_orders: np.ndarray, orders: int) -> np.ndarray:
+    """The shipped judge's P(same) from both orders' (shape (n, 2), as `predict_ce`): their mean (``orders`` 2) or,
+    as `elical.judges.cross_encoder.CrossEncoder` reads one order, the one with the smaller string first."""
+    if orders == 2:
+        return p_orders.mean(axis=1)
+    first = np.array([r["a"] <= r["b"] for r in rows])
+    return np.where(first, p_orders[:, 0], p_orders[:, 1])
 
 
 def export(model, head, path: Path, r: int, max_length: int = 128) -> None:
@@ -112,7 +128,7 @@ def export(model, head, path: Path, r: int, max_length: int = 128) -> None:
 
 
 def main(argv=None) -> int:
-    from judge_cv import BAND, SECOND_BAND, SEED, Task, fit, load_sets, scores
+    from judge_cv import BANDS, SECOND_BAND, SECOND_ORDERS, SEED, Task, fit, load_sets, scores
     from sklearn.model_selection import GroupKFold
 
     from elical.judges.features import EQUIVALENCE_FEATURES, SOFT_FEATURES, TokenEncoder
@@ -128,6 +144,8 @@ def main(argv=None) -> int:
                    help="the BERT linear layers LoRA adapts (their names' last part; 'dense': every "
                         "feed-forward and output layer)")
     p.add_argument("--write", action="store_true", help="train on every pair and write the shipped weights")
+    p.add_argument("--sweep", action="store_true", help="also the cascade's accuracy for other bands and orders of "
+                                                         "the cross-encoder, against its cost")
     args = p.parse_args(argv)
     rows = [r for r in load_sets() if r["kind"] == "greedy-sample"]
     if args.write:
@@ -154,12 +172,15 @@ def main(argv=None) -> int:
         t1 = time.perf_counter()
         p_ce = predict_ce(tok, model, head, [rows[i] for i in test])
         print(f"fold {k}: train {t1 - t0:.0f} s, predict {time.perf_counter() - t1:.0f} s ({len(test)} pairs)")
-        np.save(args.save / f"fold{k}.npy", np.stack([test, p_trees, p_ce]))
+        np.save(args.save / f"fold{k}.npy", np.stack([test, p_trees, p_ce[:, 0], p_ce[:, 1]]))
     saved = sorted(args.save.glob("fold*.npy"))
     if not saved:
         return 0
     test = np.concatenate([np.load(f)[0] for f in saved]).astype(int)
-    p_ce = np.concatenate([np.load(f)[2] for f in saved])  # the cross-encoder reads no feature: kept as trained
+    # the cross-encoder reads no feature: kept as trained, both orders of (a, b)
+    p_orders = np.concatenate([np.load(f)[2:4].T for f in saved])
+    p_both = p_orders.mean(axis=1)
+    p_ce = shipped_ce([rows[i] for i in test], p_orders, SECOND_ORDERS)
     shipped = load_weights()["meta"]["equivalence"]  # the kinds of model and the cut judge_cv.py chose
     threshold = shipped.get("threshold", 0.5)
     p_cheap, p_full = np.zeros(len(test)), np.zeros(len(test))
@@ -170,11 +191,12 @@ def main(argv=None) -> int:
             data.X[test[at]][:, cheap])[:, 1]
         p_full[at] = fit(shipped["model"], data.X[train], data.y[train]).predict_proba(data.X[test[at]])[:, 1]
     ruled = data.ruled[test]
-    unsure = (p_cheap > BAND[0]) & (p_cheap < BAND[1])
+    unsure = (p_cheap > BANDS["equivalence"][0]) & (p_cheap < BANDS["equivalence"][1])
     second = (p_full > SECOND_BAND[0]) & (p_full < SECOND_BAND[1])
     preds = {f"cheap stage ({shipped['cheap_model']})": p_cheap,
-             f"full feature model ({shipped['model']})": p_full, "cross-encoder": p_ce,
-             "mean of full and cross-encoder": (p_full + p_ce) / 2,
+             f"full feature model ({shipped['model']})": p_full, "cross-encoder, both orders": p_both,
+             f"cross-encoder, {SECOND_ORDERS} order(s) (shipped)": p_ce,
+             "mean of full and cross-encoder (both orders: learned-ce)": (p_full + p_both) / 2,
              "cascade, full model in the band (before)": np.where(unsure, p_full, p_cheap),
              "cascade, mean wherever the cheap stage is unsure": np.where(unsure, (p_full + p_ce) / 2, p_cheap),
              "cascade, mean where both stages are unsure (shipped)": np.where(
@@ -192,7 +214,36 @@ def main(argv=None) -> int:
         a = scores(y, v)
         print(f"| {name} | " + " | ".join(cells) + f" | {a['balanced_accuracy']:.3f} "
               f"({a['recall_same']:.2f}/{a['recall_diff']:.2f}) |")
+    if args.sweep:
+        sweep(y, ruled, p_cheap, p_full, {1: shipped_ce([rows[i] for i in test], p_orders, 1), 2: p_both},
+              threshold)
     return 0
+
+
+def sweep(y, ruled, p_cheap, p_full, p_ce: dict, threshold: float) -> None:
+    """The cascade's pooled balanced accuracy for each cheap band, second band and number of cross-encoder orders,
+    against its cross-encoder cost (share of the pairs it reads x orders): the best of each cost bucket."""
+    import itertools
+
+    from judge_cv import scores
+
+    found = []
+    for c0, c1, s0, s1 in itertools.product((0.02, 0.05, 0.1, 0.15), (0.8, 0.9), (0.05, 0.1, 0.15, 0.2),
+                                            (0.8, 0.85, 0.9, 0.95)):
+        unsure = (p_cheap > c0) & (p_cheap < c1)
+        second = unsure & (p_full > s0) & (p_full < s1)
+        for orders, ce in p_ce.items():
+            v = np.where(ruled, 0, np.where(second, (p_full + ce) / 2, np.where(unsure, p_full, p_cheap)) >= threshold)
+            found.append((scores(y, v), (c0, c1), (s0, s1), orders, second[~ruled].mean() * orders))
+    print("\n| cross-encoder cost up to | cheap band | second band | orders | cost | balanced accuracy |\n"
+          "|---|---|---|---|---|---|")
+    for limit in (0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.8):
+        within = [f for f in found if f[4] <= limit]
+        if not within:
+            continue
+        a, cheap, second, orders, cost = max(within, key=lambda f: f[0]["balanced_accuracy"])
+        print(f"| {limit:.2f} | {cheap} | {second} | {orders} | {cost:.2f} | {a['balanced_accuracy']:.3f} "
+              f"({a['recall_same']:.2f}/{a['recall_diff']:.2f}) |")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,12 @@ def test_symmetric_and_each_distinct_pair_once(st, monkeypatch):
     monkeypatch.setattr(ce.bert, "forward", lambda **kw: calls.append(len(kw["input_ids"])) or forward(**kw))
     ce.proba(ROWS + swapped + ROWS)
     assert calls == [3, 3]  # 9 rows, 3 distinct pairs, one batch per order
+    calls.clear()
+    one = ce.proba(ROWS + swapped, orders=1)
+    assert calls == [3]  # one order: half the forward passes
+    np.testing.assert_allclose(one[:3], one[3:], atol=1e-6)  # still symmetric
+    with pytest.raises(ValueError, match="orders must be 1 or 2"):
+        ce.proba(ROWS, orders=3)
 
 
 def test_merge_by_hand_matches_peft(st):
@@ -70,6 +76,11 @@ def test_merge_by_hand_matches_peft(st):
                   for s in (False, True)]
     want = ((torch.sigmoid(logits[0]) + torch.sigmoid(logits[1])) / 2).numpy()
     np.testing.assert_allclose(ce.proba(ROWS), want, atol=1e-5)
+    # one order: the pair with the smaller string first (rows 0 and 2 are given that way round, row 1 is not)
+    first = [a <= b for a, b, _ in ROWS]
+    assert first == [False, True, False]
+    one = torch.where(torch.tensor(first), torch.sigmoid(logits[0]), torch.sigmoid(logits[1])).numpy()
+    np.testing.assert_allclose(ce.proba(ROWS, orders=1), one, atol=1e-5)
 
 
 def test_judge_without_the_cross_encoder():

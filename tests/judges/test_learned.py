@@ -116,8 +116,10 @@ def test_cascade_encodes_only_where_the_cheap_model_is_unsure(monkeypatch):
     w = load_weights()
     for task, names in (("equivalence", EQUIVALENCE_FEATURES), ("correctness", CORRECTNESS_FEATURES)):
         cheap = w[f"{task}_cheap"]
-        assert cheap["features"] == [n for n in names if n not in SOFT_FEATURES] and cheap["band"] == [0.15, 0.8]
-    assert w["equivalence"]["second_band"] == [0.2, 0.8] and "second_band" not in w["correctness"]
+        assert cheap["features"] == [n for n in names if n not in SOFT_FEATURES]
+    assert w["equivalence_cheap"]["band"] == [0.1, 0.8] and w["correctness_cheap"]["band"] == [0.15, 0.8]
+    assert w["equivalence"]["second_band"] == [0.1, 0.8] and w["equivalence"]["second_orders"] == 1
+    assert "second_band" not in w["correctness"]
     judge = make_equivalence_judge("learned")
     encoded = []
     monkeypatch.setattr(judge.encoder, "encode_all", lambda texts: encoded.extend(texts))
@@ -366,6 +368,22 @@ def test_second_band_chooses_where_the_cross_encoder_is_averaged_in(tmp_path):
             assert not any(0.499 < p < 0.501 for p in full)
         np.testing.assert_allclose(got, (full + ce) / 2 if stage != "full" else full, atol=1e-9)
         assert [judge.explain(*r)["decided_by"] for r in rows] == [stage] * 3
+    # second_orders: how many orders of (a, b) the cross-encoder reads (learned-ce always both)
+    from elical.judges.learned import LearnedCrossEncoderEquivalenceJudge
+
+    for orders in (1, 2):
+        shipped["equivalence"]["second_orders"] = orders
+        path.write_text(json.dumps(shipped), encoding="utf-8")
+        judge = LearnedEquivalenceJudge(weights=path)
+        np.testing.assert_allclose(judge._second_opinion(rows), judge._cross.proba(rows, orders), atol=1e-9)
+        np.testing.assert_allclose(LearnedCrossEncoderEquivalenceJudge(weights=path)._second_opinion(rows),
+                                   judge._cross.proba(rows, 2), atol=1e-9)
+    assert not np.allclose(judge._cross.proba(rows, 1), judge._cross.proba(rows, 2))
+    shipped["equivalence"]["second_orders"] = 3
+    path.write_text(json.dumps(shipped), encoding="utf-8")
+    with pytest.raises(ValueError, match="w.json: equivalence second_orders 3"):
+        LearnedEquivalenceJudge(weights=path)
+    shipped["equivalence"]["second_orders"] = 2
     shipped["equivalence"]["second_band"] = [0.9, 0.1]
     path.write_text(json.dumps(shipped), encoding="utf-8")
     with pytest.raises(ValueError, match="w.json: equivalence second_band"):

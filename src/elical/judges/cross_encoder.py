@@ -1,6 +1,7 @@
 """A MiniLM cross-encoder for answer equivalence: all-MiniLM-L6-v2 read as a BERT text pair ("question [SEP] a",
 "b"), with shipped LoRA weights (``learned_cross_encoder.safetensors``, 1.3 MB) merged into a private copy of
-the encoder and a linear head on [CLS]; P(same) is the mean over both orders of a and b, so it is symmetric.
+the encoder and a linear head on [CLS]; P(same) is the mean over both orders of a and b, or (half the cost) the one
+order with the smaller string first, so it is symmetric either way.
 
 The weights are written by ``benchmarks/judge_cross_encoder.py --write`` (seeded) from the labelled pairs; nothing is
 trained at run time and peft is not needed to use them: each LoRA pair (A, B) is merged as W += (alpha / r) B A.
@@ -29,14 +30,19 @@ def pair_inputs(tok, rows: Sequence[tuple[str, str, str | None]], swap: bool, ma
     return tok(first, second, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
 
 
-def symmetric_proba(tok, bert, head, rows: Sequence[tuple[str, str, str | None]], max_length: int = 128):
-    """P(same) of (a, b, question) rows as a torch tensor of shape (n,): the mean over both orders of a and b of
-    sigmoid(head([CLS] of ``bert``)). Used by `CrossEncoder` and by the training script's cross-validation."""
+def symmetric_proba(tok, bert, head, rows: Sequence[tuple[str, str, str | None]], max_length: int = 128,
+                    orders: int = 2):
+    """P(same) of (a, b, question) rows as a torch tensor of shape (n,): sigmoid(head([CLS] of ``bert``)), the mean
+    over both orders of a and b (``orders`` 2), or of the order given (``orders`` 1: half the cost; `CrossEncoder`
+    gives each pair in one fixed order, so its score stays symmetric). Used by `CrossEncoder` and by the training
+    script's cross-validation. Raises ValueError for ``orders`` other than 1 or 2."""
     import torch
 
-    logits = [head(bert(**pair_inputs(tok, rows, s, max_length)).last_hidden_state[:, 0]).squeeze(-1)
-              for s in (False, True)]
-    return (torch.sigmoid(logits[0]) + torch.sigmoid(logits[1])) / 2
+    if orders not in (1, 2):
+        raise ValueError(f"orders must be 1 or 2, not {orders!r}")
+    probs = [torch.sigmoid(head(bert(**pair_inputs(tok, rows, s, max_length)).last_hidden_state[:, 0]).squeeze(-1))
+             for s in (False, True)[:orders]]
+    return sum(probs) / orders
 
 
 class CrossEncoder:
@@ -75,16 +81,20 @@ class CrossEncoder:
         self.max_length = int(self.meta.get("max_length", 128))
         self.batch_size = batch_size
 
-    def proba(self, rows: Sequence[tuple[str, str, str | None]]) -> np.ndarray:
-        """P(same) of each (a, b, question) row, shape (n,), in [0, 1]."""
+    def proba(self, rows: Sequence[tuple[str, str, str | None]], orders: int = 2) -> np.ndarray:
+        """P(same) of each (a, b, question) row, shape (n,), in [0, 1]: the mean over both orders of a and b
+        (``orders`` 2), or (``orders`` 1, half the cost) the order with the smaller string first. Symmetric either
+        way. Raises ValueError for ``orders`` other than 1 or 2."""
         import torch
 
-        # each distinct pair once (the score is symmetric: (a, b) and (b, a) are one pair), shortest first (padding)
+        # each distinct pair once, in one order (the score is symmetric: (a, b) and (b, a) are one pair), shortest
+        # first (padding)
         keys = [(min(a, b), max(a, b), q) for a, b, q in rows]
         todo = sorted(dict.fromkeys(keys), key=lambda k: sum(len(t or "") for t in k))
         got = {}
         with torch.inference_mode():
             for i in range(0, len(todo), self.batch_size):
                 part = todo[i:i + self.batch_size]
-                got.update(zip(part, symmetric_proba(self.tok, self.bert, self.head, part, self.max_length).tolist()))
+                got.update(zip(part, symmetric_proba(self.tok, self.bert, self.head, part, self.max_length,
+                                                           orders).tolist()))
         return np.array([got[k] for k in keys], dtype=float).reshape(len(rows))

@@ -12,9 +12,10 @@ probabilities (a soft vote), whichever did best on labelled sets of question sty
   the cheap stage is not sure are the same (more accurate, about three times the CPU).
 
 Each is a two-stage cascade: a first model reads only the lexical features (no encoder); where its probability is
-inside the shipped ``band`` ((0.15, 0.8): the pairs it is unsure of) the texts are encoded with MiniLM and the full
-model decides; for equivalence, where the full model is unsure too (inside the shipped ``second_band``,
-(0.2, 0.8)), its probability is averaged with the MiniLM cross-encoder's (`elical.judges.cross_encoder`). The
+inside the shipped ``band`` (the pairs it is unsure of: (0.1, 0.8) for equivalence, (0.15, 0.8) for correctness)
+the texts are encoded with MiniLM and the full model decides; for equivalence, where the full model is unsure too
+(inside the shipped ``second_band``, (0.1, 0.8)), its probability is averaged with the MiniLM cross-encoder's
+(`elical.judges.cross_encoder`, reading ``second_orders`` orders of the pair: one since the ninth round). The
 encoder, the judges' main cost, so runs only where it helps (grouped CV: docs/benchmarks.md). Before either model
 one named rule of the shared extraction (`elical.judges.extract`) decides: two non-answers are never the same
 answer ("both-non-answers"), a non-answer is never correct ("non-answer").
@@ -164,6 +165,11 @@ class _Learned:
         self.second_band = (min(float(second[0]), self.threshold), max(float(second[1]), self.threshold))
         if not 0.0 <= self.second_band[0] < self.second_band[1] <= 1.0:
             raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task} second_band {second} is not 0 <= lo < hi <= 1")
+        # how many orders of (a, b) the second opinion reads (2 when the file does not say: the eighth round's)
+        self.second_orders = shipped[self.task].get("second_orders", 2)
+        if self.second_orders not in (1, 2):
+            raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task} second_orders {self.second_orders!r} is not 1 "
+                             "or 2")
         # One encoder (and text cache) per model and device, shared by the two judges: the answers a run judges for
         # equivalence are the ones it judges for correctness, so each is encoded once.
         key = (str(model_path), device, batch_size)
@@ -225,7 +231,8 @@ class LearnedEquivalenceJudge(_Learned, PairJudge):
 
     Where the cheap stage and the full feature model are both unsure (probability inside ``band`` and
     ``second_band``), P(same) is the mean of the full model's and the shipped MiniLM cross-encoder's
-    (`elical.judges.cross_encoder`; docs/benchmarks.md says how it and the bands were chosen).
+    (`elical.judges.cross_encoder`, reading the weights file's ``second_orders`` orders of the pair, 2 when it does
+    not say; docs/benchmarks.md says how it, the bands and the orders were chosen).
 
     Parameters: model_path (MiniLM directory, default the packaged all-MiniLM-L6-v2), weights (a JSON file, default
     the shipped `WEIGHTS_PATH`), threshold (probability cut, default the weights file's), device, batch_size,
@@ -252,7 +259,7 @@ class LearnedEquivalenceJudge(_Learned, PairJudge):
             if key not in _CROSS:
                 _CROSS[key] = CrossEncoder(self.encoder.model, self._cross_path or None, self.encoder.batch_size)
             self._cross = _CROSS[key]
-        return self._cross.proba(rows)
+        return self._cross.proba(rows, 2 if self.everywhere else self.second_orders)
 
     @staticmethod
     def rule(a: str, b: str, question: str | None = None) -> str | None:
@@ -293,7 +300,8 @@ class LearnedCrossEncoderEquivalenceJudge(LearnedEquivalenceJudge):
     """The learned equivalence judge with the cross-encoder on nearly every pair ("learned-ce"): the cheap stage
     decides only the pairs it is sure are the same (probability at or above the band's top: identical answers, for
     one; the cross-encoder never saw an identical pair in training), the named rule decides the non-answers, and
-    every other pair gets the mean of the full feature model's and the cross-encoder's P(same). More accurate than
+    every other pair gets the mean of the full feature model's and the cross-encoder's P(same), the cross-encoder
+    reading both orders of the pair. More accurate than
     the default cascade (fold 0 of the fifth round's cross-encoder CV: 0.877 against 0.864; the eighth frozen set,
     final8: 0.899 against 0.882 balanced accuracy) at about three times its CPU cost (docs/benchmarks.md); for a
     GPU, or when judging time matters less. Parameters as `LearnedEquivalenceJudge` (``cross_encoder=False`` leaves
