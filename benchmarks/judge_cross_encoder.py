@@ -8,7 +8,8 @@ labelled pairs, measured against the feature classifier on the same grouped fold
 
 Rows, folds and seed as benchmarks/judge_cv.py (GroupKFold(5, shuffled, seed 0) by normalised question). The
 cross-encoder reads "question [SEP] a" and "b" as a BERT text pair; each training pair is seen in both orders and a
-prediction averages both orders (symmetric). LoRA (Hu et al., 2022; peft; r = 8) on every linear layer of
+prediction averages both orders or (the shipped judge since the ninth round) reads the one with the smaller string
+first: symmetric either way. LoRA (Hu et al., 2022; peft; r = 8) on every linear layer of
 all-MiniLM-L6-v2's encoder (attention query/key/value/output, feed-forward; fifth round: the fourth round's
 query/value and 2 epochs scored 0.840 on fold 0, this recipe 0.851) plus a linear head on [CLS]; class-balanced BCE;
 AdamW, 3 epochs. ``--r``, ``--modules`` and ``--epochs`` set another recipe. A fold's saved predictions
@@ -222,7 +223,8 @@ def main(argv=None) -> int:
 
 def sweep(y, ruled, p_cheap, p_full, p_ce: dict, threshold: float) -> None:
     """The cascade's pooled balanced accuracy for each cheap band, second band and number of cross-encoder orders,
-    against its cross-encoder cost (share of the pairs it reads x orders): the best of each cost bucket."""
+    against its cross-encoder cost (share of the pairs it reads x orders) and the share the full stage encodes: the
+    best of each cost bucket. The judging cost of a run follows both shares (benchmarks/judge_speed.py measures it)."""
     import itertools
 
     from judge_cv import scores
@@ -234,16 +236,17 @@ def sweep(y, ruled, p_cheap, p_full, p_ce: dict, threshold: float) -> None:
         second = unsure & (p_full > s0) & (p_full < s1)
         for orders, ce in p_ce.items():
             v = np.where(ruled, 0, np.where(second, (p_full + ce) / 2, np.where(unsure, p_full, p_cheap)) >= threshold)
-            found.append((scores(y, v), (c0, c1), (s0, s1), orders, second[~ruled].mean() * orders))
-    print("\n| cross-encoder cost up to | cheap band | second band | orders | cost | balanced accuracy |\n"
-          "|---|---|---|---|---|---|")
+            found.append((scores(y, v), (c0, c1), (s0, s1), orders, second[~ruled].mean() * orders,
+                          unsure[~ruled].mean()))
+    print("\n| cross-encoder cost up to | cheap band | second band | orders | cost | full-stage share "
+          "| balanced accuracy |\n|---|---|---|---|---|---|---|")
     for limit in (0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.8):
         within = [f for f in found if f[4] <= limit]
         if not within:
             continue
-        a, cheap, second, orders, cost = max(within, key=lambda f: f[0]["balanced_accuracy"])
-        print(f"| {limit:.2f} | {cheap} | {second} | {orders} | {cost:.2f} | {a['balanced_accuracy']:.3f} "
-              f"({a['recall_same']:.2f}/{a['recall_diff']:.2f}) |")
+        a, cheap, second, orders, cost, full = max(within, key=lambda f: f[0]["balanced_accuracy"])
+        print(f"| {limit:.2f} | {cheap} | {second} | {orders} | {cost:.2f} | {full:.2f} | "
+              f"{a['balanced_accuracy']:.3f} ({a['recall_same']:.2f}/{a['recall_diff']:.2f}) |")
 
 
 if __name__ == "__main__":
