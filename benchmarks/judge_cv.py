@@ -289,7 +289,7 @@ def main(argv=None) -> int:
                 probas[stage, "mean"] = (probas[stage, "logistic"] + probas[stage, "trees"]) / 2
             for mk in KINDS:
                 preds[f"learned {stage} ({mk})"] = (oof[stage, mk] >= CUT).astype(int)
-            best[stage] = max(KINDS, key=lambda mk: held_out_score(data, held[stage, mk], CUT))
+        best["full"] = max(KINDS, key=lambda mk: held_out_score(data, held["full", mk], CUT))
 
         def cascade(probas, cheap_kind=None):
             cheap = probas["cheap", cheap_kind or best["cheap"]]
