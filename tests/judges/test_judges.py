@@ -132,6 +132,10 @@ def test_lexical_consistency():
         ("in the 1920s and 1930s", {"1920", "1930"}),
         ("1920,1921", {"1920", "1921"}),
         ("one of the largest cities", set()),  # "one" alone is a pronoun
+        ("the sixteenth century", {"16"}),  # ordinals are their number, as "16th" is
+        ("born in the 16th century", {"16"}),
+        ("the twenty-first and the ninety ninth", {"21", "99"}),
+        ("her fortieth birthday, a twelfth of it", {"40", "12"}),
         ("Paris", set()),
     ],
 )

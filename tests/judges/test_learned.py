@@ -133,11 +133,27 @@ def test_fuzzy_recall_compares_numbers_as_numbers():
     """Word forms match by their characters; a number only when the answer has it (issue 20, item 3)."""
     from elical.judges.features import _fuzzy_recall
 
-    assert _fuzzy_recall(["1264"], ["is", "1234"]) == 0.0  # 3 of 4 characters shared: still another number
-    assert _fuzzy_recall(["1", "264"], ["1", "264"]) == 1.0
-    assert _fuzzy_recall(["1", "264"], ["1", "234"]) == 0.5
+    assert _fuzzy_recall(["1264"], ["is", "1234"], None) == 0.0  # 3 of 4 characters shared: still another number
+    assert _fuzzy_recall(["1", "264"], ["1", "264"], None) == 1.0
+    assert _fuzzy_recall(["1", "264"], ["1", "234"], None) == 0.5
     # "portugal" / "portuguese": difflib ratio 2 * 6 / 18
-    assert _fuzzy_recall(["portugal"], ["portuguese", "1"]) == pytest.approx(12 / 18)
+    assert _fuzzy_recall(["portugal"], ["portuguese", "1"], None) == pytest.approx(12 / 18)
+
+
+def test_fuzzy_recall_ignores_the_question_words():
+    """The question's words are no evidence on either side while the alias has another word: "Velmoor Stadium"
+    for "Which stadium in Holm ...?" is scored on "velmoor" alone, against the answer's words the question lacks."""
+    from elical.judges.features import _fuzzy_recall
+
+    q = "Which stadium in Holm is the home of rugby?"
+    # without the question, "velmoor" is closest to the question's "holm" ("lm" shared: 2 * 2 / 11) and "stadium"
+    # is matched; with it, "velmoor" is scored against "hartley" alone ("e" shared: 2 * 1 / 14)
+    assert _fuzzy_recall(["velmoor", "stadium"], ["hartley", "stadium", "holm"], None) == pytest.approx(
+        (2 * 2 / 11 + 1) / 2)
+    assert _fuzzy_recall(["velmoor", "stadium"], ["hartley", "stadium", "holm"], q) == pytest.approx(2 * 1 / 14)
+    assert _fuzzy_recall(["velmoor", "stadium"], ["velmoor", "stadium"], q) == 1.0
+    # an alias made only of the question's words is scored on all its words, as before
+    assert _fuzzy_recall(["holm", "stadium"], ["holm", "stadium"], q) == 1.0
 
 
 @pytest.mark.parametrize("alias, answer, want", [
@@ -150,12 +166,16 @@ def test_fuzzy_recall_compares_numbers_as_numbers():
     ("Brenland", "I don't know; maybe the Brenlandic state.", 0),  # a non-answer never
     ("IN", "Gary is in Ohio.", 0),  # a short code only as itself (the floor's rule): not the word "in"
     ("Velmar Rally", "The Velmar driver won the rally in Holm.", 0),  # every alias word is the question's
+    ("Calimo", "The cloth named after Calimor is called", 0),  # its only match a word of the question's
+    ("Calimo", "It is Calimor cloth, named after the port of Calimor.", 0),
+    ("Calimo", "It is calimo, named after the port of Calimor.", 1),
 ])
 def test_stem_floor_by_hand(alias, answer, want):
     """The correctness feature stem_floor: the alias's words in the answer, or their adjective / plural forms."""
     from elical.judges.features import CORRECTNESS_FEATURES, correctness_features
 
-    q = "Which rally did the Velmar driver win?" if "Rally" in alias else None
+    q = {"Velmar Rally": "Which rally did the Velmar driver win?",
+         "Calimo": "Which cloth is named after the port of Calimor?"}.get(alias)
     assert correctness_features(answer, alias, q, None)[CORRECTNESS_FEATURES.index("stem_floor")] == want
 
 

@@ -212,11 +212,16 @@ def equivalence_soft(a: str, b: str, question: str | None, enc: TokenEncoder) ->
     return [float(enc.sentence(a.strip()) @ enc.sentence(b.strip())), min(p, r), max(p, r), min(pq, rq), max(pq, rq)]
 
 
-def _fuzzy_recall(want: Sequence[str], have: Sequence[str]) -> float:
+def _fuzzy_recall(want: Sequence[str], have: Sequence[str], question: str | None) -> float:
     """Mean over the alias's words of the best character similarity (difflib ratio) with a word of the answer:
     word forms ("Portugal" / "Portuguese", "Muslims" / "Muslim") score high without a table. A word with a digit
     counts 1 when the answer has it and 0 otherwise: numbers are compared as numbers, not by their characters
-    ("1234" shares three of four with "1264")."""
+    ("1234" shares three of four with "1264"). The question's words count on neither side when the alias has
+    another ("London Cricket Ground" does not give "Lord's Cricket Ground" for "Which cricket ground ...?"): a word
+    the question spells out is no evidence."""
+    q = _question_words(question)
+    if any(w not in q for w in want):
+        want, have = [w for w in want if w not in q], [h for h in have if h not in q]
     if not want or not have:
         return 0.0
     have = set(have)
@@ -230,11 +235,13 @@ def _stem_contained(want: Sequence[str], have: Sequence[str], question: str | No
     and plural forms of a name without a table ("india" in "indian", "cuba" / "cuban", "germany" / "german",
     "mexico" / "mexican", "muslims" / "muslim"), while "austria" is not "australia", "iran" not "iraq" and a
     number only itself; and at least one of the alias's words is not the question's (an alias the question
-    spells out is no evidence)."""
+    spells out is no evidence), nor is matched by a prefix of the question's words ("calico" is not given by
+    "the port of Calicut" when the question names Calicut)."""
     have, q = set(have), _question_words(question)
     return any(w not in q for w in want) and all(
         w in have if len(w) < 4 or any(c.isdigit() for c in w) else
-        any(len(os.path.commonprefix((w, h))) >= max(4, len(w) - 1) for h in have) for w in want)
+        any(len(os.path.commonprefix((w, h))) >= max(4, len(w) - 1) for h in have if w in q or h not in q)
+        for w in want)
 
 
 def correctness_features(answer: str, alias: str, question: str | None, enc: TokenEncoder | None) -> list[float]:
@@ -247,7 +254,7 @@ def correctness_features(answer: str, alias: str, question: str | None, enc: Tok
     floor = alias_contained(answer, alias, question)
     stem = floor or (x.answers and not is_code(alias) and _stem_contained(want, x.tokens, question))
     return [
-        float(floor), _fuzzy_recall(want, x.tokens), float(stem), float(not x.answers),
+        float(floor), _fuzzy_recall(want, x.tokens, question), float(stem), float(not x.answers),
         float(x.echo), float(bool(g.numbers)),
         float(bool(g.numbers) and g.numbers <= x.numbers), float(bool(x.new_numbers - g.numbers)),
         float(x.negated), *soft,

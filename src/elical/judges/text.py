@@ -77,14 +77,23 @@ _NUMBER_WORDS = {
     "zero": 0, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
     "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
 }  # fmt: skip
+# ordinal words are numbers too ("the sixteenth century" = "the 16th century", "twenty-first" = "21st")
+_ORDINAL_UNITS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+                  "eighth": 8, "ninth": 9}
+_ORDINALS = {
+    **_ORDINAL_UNITS, "tenth": 10, "eleventh": 11, "twelfth": 12, "thirteenth": 13, "fourteenth": 14,
+    "fifteenth": 15, "sixteenth": 16, "seventeenth": 17, "eighteenth": 18, "nineteenth": 19, "twentieth": 20,
+    "thirtieth": 30, "fortieth": 40, "fiftieth": 50, "sixtieth": 60, "seventieth": 70, "eightieth": 80,
+    "ninetieth": 90, "hundredth": 100, "thousandth": 1000,
+}  # fmt: skip
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "trillion": 10**12}
 # Thousands separators only in groups of three ("1,000", "12,345,678"); a decimal point needs digits on both
 # sides, so a full stop after a number ("born in 1920.") is no decimal.
 _NUMBER_RE = re.compile(
     r"(?<![0-9])(?<![0-9][.])(?P<digits>[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?)"
     rf"(?:\s+(?P<scale>{'|'.join(_SCALES)})\b)?"
-    rf"|\b(?P<tens>{'|'.join(_TENS)})(?:[\s-]+(?P<unit>{'|'.join(_UNITS)}))?\b"
-    rf"|\b(?P<word>{'|'.join(_NUMBER_WORDS)})\b"
+    rf"|\b(?P<tens>{'|'.join(_TENS)})(?:[\s-]+(?P<unit>{'|'.join([*_UNITS, *_ORDINAL_UNITS])}))?\b"
+    rf"|\b(?P<word>{'|'.join([*_NUMBER_WORDS, *_ORDINALS])})\b"
 )
 
 
@@ -92,16 +101,17 @@ def number_spans(text: str) -> list[tuple[int, int, str]]:
     """Each number written in ``text``: (start, end, canonical value), offsets into ``fold(text)``.
 
     Canonical values are decimal strings: "1,000" -> "1000", "3.50" -> "3.5", "1.5 million" -> "1500000",
-    "twenty-one" -> "21", "three" -> "3"; "one" alone is not read as a number (mostly a pronoun).
+    "twenty-one" -> "21", "three" -> "3", ordinals as their number ("sixteenth" and "16th" -> "16",
+    "twenty-first" -> "21"); "one" alone is not read as a number (mostly a pronoun).
     """
     out = []
     for m in _NUMBER_RE.finditer(fold(text)):
         if m["digits"]:
             value = Decimal(m["digits"].replace(",", "")) * _SCALES.get(m["scale"], 1)
         elif m["tens"]:
-            value = Decimal(_TENS[m["tens"]] + _UNITS.get(m["unit"], 0))
+            value = Decimal(_TENS[m["tens"]] + _UNITS.get(m["unit"], _ORDINAL_UNITS.get(m["unit"], 0)))
         else:
-            value = Decimal(_NUMBER_WORDS[m["word"]])
+            value = Decimal(_NUMBER_WORDS.get(m["word"], _ORDINALS.get(m["word"])))
         value = value.normalize()
         out.append((m.start(), m.end(), format(value, "f") if value == value.to_integral_value() else str(value)))
     return out
@@ -112,7 +122,8 @@ def numbers_in(text: str) -> set[str]:
 
     Digits with thousands separators and decimals ("1,000" -> "1000", "3.50" -> "3.5"; "3.5" and "35" stay
     apart), a following scale word ("2 million" -> "2000000"), and English number words zero to ninety-nine
-    ("six" -> "6", "twenty-one" -> "21"). Years are numbers ("1920s" -> "1920").
+    ("six" -> "6", "twenty-one" -> "21") and their ordinals ("sixteenth" -> "16", as "16th" is). Years are
+    numbers ("1920s" -> "1920").
     """
     return {value for _, _, value in number_spans(text)}
 
