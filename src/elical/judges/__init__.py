@@ -5,7 +5,8 @@ Two questions are asked of every generated answer (HonestyBench, Ni et al., arXi
 * **correctness** — does the answer give a gold alias? (default "learned", `LearnedCorrectnessJudge`);
 * **equivalence** — does a sampled answer agree with the greedy answer? (default "learned",
   `LearnedEquivalenceJudge`: the ``consistency_judgement`` behind self-consistency and Consis-Sem; "learned-ce"
-  runs its cross-encoder on nearly every pair: about three times the CPU, since the ninth round no more accurate).
+  runs its cross-encoder on nearly every pair: about three times the CPU, since the ninth round not clearly more
+  accurate).
   The learned judges measured better than the rules on the question styles the rules were not written on
   (docs/benchmarks.md, "Judges"). The hand-written rule judges "span" / "span-contains" (the earlier defaults)
   were removed (last in commit 3e9e417): naming them is an error that says how to re-judge (`REMOVED_JUDGES`).

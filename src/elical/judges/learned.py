@@ -9,7 +9,7 @@ probabilities (a soft vote), whichever did best on labelled sets of question sty
 * `LearnedEquivalenceJudge`: P(sample says the same as the greedy answer) >= threshold;
 * `LearnedCorrectnessJudge`: max over gold aliases of P(answer gives the alias) >= threshold;
 * `LearnedCrossEncoderEquivalenceJudge` ("learned-ce"): the equivalence judge with its cross-encoder on every pair
-  the cheap stage is not sure are the same (about three times the CPU; since the ninth round no more accurate).
+  the cheap stage is not sure are the same (about three times the CPU; since the ninth round not clearly more accurate).
 
 Each is a two-stage cascade: a first model reads only the lexical features (no encoder); where its probability is
 inside the shipped ``band`` (the pairs it is unsure of: (0.1, 0.8) for equivalence, (0.15, 0.8) for correctness)
@@ -303,9 +303,9 @@ class LearnedCrossEncoderEquivalenceJudge(LearnedEquivalenceJudge):
     every other pair gets the mean of the full feature model's and the cross-encoder's P(same), the cross-encoder
     reading both orders of the pair. It was more accurate than the default cascade until the eighth round (final8:
     0.899 against 0.882 balanced accuracy); since the ninth, whose default reads the cross-encoder on more pairs, it
-    is not (final9: 0.906 against 0.913; fold 0 of the grouped CV: 0.868 against 0.876), at about three times the
-    CPU (docs/benchmarks.md). Kept for comparison. Parameters as `LearnedEquivalenceJudge` (``cross_encoder=False``
-    leaves the full feature model alone)."""
+    is not clearly so (final9: 0.906 against 0.913; final10: 0.907 against 0.902; fold 0 of the grouped CV: 0.868
+    against 0.876), at about three times the CPU (docs/benchmarks.md). Kept for comparison. Parameters as
+    `LearnedEquivalenceJudge` (``cross_encoder=False`` leaves the full feature model alone)."""
 
     name = "learned-ce"
     everywhere = True
