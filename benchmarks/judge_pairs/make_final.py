@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 10: file prefix SET below):
+Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 11: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -73,6 +73,9 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # final10 left out an option naming others by letter (inflation "both A and D are correct"), a wrong key (100
 # human polyomaviruses "known at present", where about 14 are known) and a fact an earlier set asks (the blimp's
 # Archimedes' principle, final5's physics).
+# final11 left out options naming statements the question does not give (fiduciary duty "1,3,4"), a wrong key
+# (retroviruses first found "in mice causing leukaemia", where the first were found in chickens) and a key with two
+# other true options (a hydraulic press's output piston can neither move farther nor faster than the input's).
 # Each set: its MMLU and draw seeds, its left-out rows, and the earlier sets whose MMLU rows it never draws.
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "after": ()},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030, "after": ("final",),
@@ -102,7 +105,12 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "a
                     "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7", "final8",
                               "final9"),
                     "left_out": {"mmlu/high_school_macroeconomics/59", "mmlu/virology/2",
-                                 "mmlu/conceptual_physics/87"}}}
+                                 "mmlu/conceptual_physics/87"}},
+        "final11": {"mmlu_seed": 2047, "draw_seed": 2048,
+                    "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7", "final8",
+                              "final9", "final10"),
+                    "left_out": {"mmlu/business_ethics/71", "mmlu/virology/13",
+                                 "mmlu/conceptual_physics/24"}}}
 
 
 def path(name, part):
