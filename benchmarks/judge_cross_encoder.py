@@ -129,7 +129,7 @@ def export(model, head, path: Path, r: int, max_length: int = 128) -> None:
 
 
 def main(argv=None) -> int:
-    from judge_cv import BANDS, SECOND_BAND, SECOND_ORDERS, SEED, Task, fit, load_sets, scores
+    from judge_cv import BANDS, SECOND_BAND, SECOND_ORDERS, SEED, Task, fit, in_band, load_sets, scores
     from sklearn.model_selection import GroupKFold
 
     from elical.judges.features import EQUIVALENCE_FEATURES, SOFT_FEATURES, TokenEncoder
@@ -192,8 +192,7 @@ def main(argv=None) -> int:
             data.X[test[at]][:, cheap])[:, 1]
         p_full[at] = fit(shipped["model"], data.X[train], data.y[train]).predict_proba(data.X[test[at]])[:, 1]
     ruled = data.ruled[test]
-    unsure = (p_cheap > BANDS["equivalence"][0]) & (p_cheap < BANDS["equivalence"][1])
-    second = (p_full > SECOND_BAND[0]) & (p_full < SECOND_BAND[1])
+    unsure, second = in_band(p_cheap, BANDS["equivalence"]), in_band(p_full, SECOND_BAND)
     preds = {f"cheap stage ({shipped['cheap_model']})": p_cheap,
              f"full feature model ({shipped['model']})": p_full, "cross-encoder, both orders": p_both,
              f"cross-encoder, {SECOND_ORDERS} order(s) (shipped)": p_ce,
@@ -227,13 +226,13 @@ def sweep(y, ruled, p_cheap, p_full, p_ce: dict, threshold: float) -> None:
     best of each cost bucket. The judging cost of a run follows both shares (benchmarks/judge_speed.py measures it)."""
     import itertools
 
-    from judge_cv import scores
+    from judge_cv import in_band, scores
 
     found = []
     for c0, c1, s0, s1 in itertools.product((0.02, 0.05, 0.1, 0.15), (0.8, 0.9), (0.05, 0.1, 0.15, 0.2),
                                             (0.8, 0.85, 0.9, 0.95)):
-        unsure = (p_cheap > c0) & (p_cheap < c1)
-        second = unsure & (p_full > s0) & (p_full < s1)
+        unsure = in_band(p_cheap, (c0, c1))
+        second = unsure & in_band(p_full, (s0, s1))
         for orders, ce in p_ce.items():
             v = np.where(ruled, 0, np.where(second, (p_full + ce) / 2, np.where(unsure, p_full, p_cheap)) >= threshold)
             found.append((scores(y, v), (c0, c1), (s0, s1), orders, second[~ruled].mean() * orders,

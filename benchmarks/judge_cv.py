@@ -224,6 +224,11 @@ class Task:
             out[test] = self._predict(kind, cols, train, test)
         return out
 
+def in_band(p: np.ndarray, band) -> np.ndarray:
+    """Whether each probability lies strictly inside ``band`` (lo, hi): where a cascade stage is unsure."""
+    return (p > band[0]) & (p < band[1])
+
+
 def held_out_score(data: Task, proba: np.ndarray, threshold: float) -> float:
     """Mean over the `HELD_OUT` sets of the balanced accuracy of ``proba >= threshold`` (`Task.held_out`)."""
     sets = np.array([r["set"] for r in data.rows])
@@ -293,7 +298,7 @@ def main(argv=None) -> int:
 
         def cascade(probas, cheap_kind=None):
             cheap = probas["cheap", cheap_kind or best["cheap"]]
-            return np.where((cheap > BANDS[task][0]) & (cheap < BANDS[task][1]), probas["full", best["full"]], cheap)
+            return np.where(in_band(cheap, BANDS[task]), probas["full", best["full"]], cheap)
 
         # the cheap stage only decides where it is sure: its kind is the one whose cascade (what ships) does best on
         # the held-out sets, not the best alone (ninth round: alone, trees won for correctness, and decided "the
@@ -309,7 +314,7 @@ def main(argv=None) -> int:
         print(f"models chosen on the held-out sets: full {mk}, cheap {best['cheap']}; at the cut {CUT}: "
               f"cascade {held_ba:.3f} (mean over {len(HELD_OUT)} sets); pooled CV: full {cv_ba:.3f}, cascade "
               f"{scores(data.y, preds['learned (cascade)'])['balanced_accuracy']:.3f}, full model on "
-              f"{np.mean((cheap_oof > BANDS[task][0]) & (cheap_oof < BANDS[task][1])):.0%} of the pairs")
+              f"{np.mean(in_band(cheap_oof, BANDS[task])):.0%} of the pairs")
         print(f"\n#### ablation ({mk}): the held-out sets' mean balanced accuracy without each feature group\n")
         base = held_out_score(data, held["full", mk], CUT)
         for group, feats in GROUPS[task].items():

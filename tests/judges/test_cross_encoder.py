@@ -76,7 +76,7 @@ def test_merge_by_hand_matches_peft(st):
                   for s in (False, True)]
     want = ((torch.sigmoid(logits[0]) + torch.sigmoid(logits[1])) / 2).numpy()
     np.testing.assert_allclose(ce.proba(ROWS), want, atol=1e-5)
-    # one order: the pair with the smaller string first (rows 0 and 2 are given that way round, row 1 is not)
+    # one order: the pair with the smaller string first (row 1 is given that way round, rows 0 and 2 are not)
     first = [a <= b for a, b, _ in ROWS]
     assert first == [False, True, False]
     one = torch.where(torch.tensor(first), torch.sigmoid(logits[0]), torch.sigmoid(logits[1])).numpy()

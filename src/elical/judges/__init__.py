@@ -145,7 +145,7 @@ _LEARNED = ("model_path", "weights", "threshold", "device", "batch_size")
 EQUIVALENCE_JUDGES.add("learned", _learned("equivalence"), model_kw="model_path", accepts=_LEARNED,
                        summary="classifier over overlap/salient-word/number/echo/MiniLM features (default equivalence)")
 EQUIVALENCE_JUDGES.add("learned-ce", _learned("equivalence-ce"), model_kw="model_path", accepts=_LEARNED,
-                       summary="learned, the MiniLM cross-encoder on nearly every pair (~3x CPU, no more accurate)")
+                       summary="learned, the MiniLM cross-encoder on nearly every pair (~3x CPU, not clearly better)")
 CORRECTNESS_JUDGES.add("learned", _learned("correctness"), model_kw="model_path", accepts=_LEARNED,
                        summary="classifier over alias-overlap/number/echo/MiniLM features, max over aliases")
 EQUIVALENCE_JUDGES.add("nli", _nli_equivalence, needs=("model_path",),
