@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 11: file prefix SET below):
+Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 12: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -76,6 +76,10 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # final11 left out options naming statements the question does not give (fiduciary duty "1,3,4"), a wrong key
 # (retroviruses first found "in mice causing leukaemia", where the first were found in chickens) and a key with two
 # other true options (a hydraulic press's output piston can neither move farther nor faster than the input's).
+# final12 left out two doubtful keys (salivating at the tone alone keyed as "acquisition", where the conditioned
+# response is meant; a pleural friction rub "more prominent in expiration", where it is heard in both phases), a
+# question asking for two examples whose options give one each, a key that could not be checked (UK consultancy
+# practitioners "tripled" in 25 years) and a key with no word once normalised ("**": no judge could score it).
 # Each set: its MMLU and draw seeds, its left-out rows, and the earlier sets whose MMLU rows it never draws.
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "after": ()},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030, "after": ("final",),
@@ -110,7 +114,13 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "a
                     "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7", "final8",
                               "final9", "final10"),
                     "left_out": {"mmlu/business_ethics/71", "mmlu/virology/13",
-                                 "mmlu/conceptual_physics/24"}}}
+                                 "mmlu/conceptual_physics/24"}},
+        "final12": {"mmlu_seed": 2049, "draw_seed": 2050,
+                    "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7", "final8",
+                              "final9", "final10", "final11"),
+                    "left_out": {"mmlu/high_school_psychology/182", "mmlu/public_relations/103",
+                                 "mmlu/public_relations/12", "mmlu/high_school_computer_science/39",
+                                 "mmlu/clinical_knowledge/29"}}}
 
 
 def path(name, part):
