@@ -14,7 +14,9 @@ all-MiniLM-L6-v2's encoder (attention query/key/value/output, feed-forward; fift
 query/value and 2 epochs scored 0.840 on fold 0, this recipe 0.851) plus a linear head on [CLS]; class-balanced BCE;
 AdamW, 3 epochs. ``--r``, ``--modules`` and ``--epochs`` set another recipe. A fold's saved predictions
 (``runs/judge_cross_encoder/foldK.npy``) hold the test rows, a tree model's P(same), and the cross-encoder's in each
-order of (a, b); the report scores the shipped judge's cross-encoder (``SECOND_ORDERS`` of benchmarks/judge_cv.py:
+order of (a, b), and ``foldK.keys.json`` a fingerprint of each of those rows: a fold saved for other rows (the
+labelled sets changed) stops the report with a message to re-run it, rather than being scored against the wrong
+labels. The report scores the shipped judge's cross-encoder (``SECOND_ORDERS`` of benchmarks/judge_cv.py:
 the mean of both orders, or the one order the judge reads) and ``--sweep`` the cascade at other bands and orders.
 """
 
@@ -128,6 +130,26 @@ def export(model, head, path: Path, r: int, max_length: int = 128) -> None:
                                         "made_by": json.dumps("benchmarks/judge_cross_encoder.py --write")})
 
 
+def row_keys(rows) -> list[str]:
+    """A short fingerprint of each labelled row (its question, a and b), saved beside a fold's row indices."""
+    import hashlib
+
+    return [hashlib.sha1("\t".join((r["question"], r["a"], r["b"])).encode()).hexdigest()[:12] for r in rows]
+
+
+def load_fold(path: Path, rows) -> np.ndarray:
+    """A saved fold (shape (4, n): row indices, trees' P(same), the cross-encoder's in each order), checked against
+    the rows it indexes. Raises SystemExit when its key file is missing or names other rows (the labelled sets
+    changed since it was saved): re-run that fold."""
+    fold, keys = np.load(path), path.with_suffix(".keys.json")
+    idx = fold[0].astype(int)
+    if (not keys.exists() or idx.max(initial=-1) >= len(rows)
+            or json.loads(keys.read_text()) != row_keys([rows[i] for i in idx])):
+        raise SystemExit(f"{path}: saved for other labelled rows than today's (benchmarks/judge_cv.py SETS changed, "
+                         f"or no {keys.name}); re-run it with --folds {path.stem.removeprefix('fold')}")
+    return fold
+
+
 def main(argv=None) -> int:
     from judge_cv import BANDS, SECOND_BAND, SECOND_ORDERS, SEED, Task, fit, in_band, load_sets, scores
     from sklearn.model_selection import GroupKFold
@@ -174,12 +196,14 @@ def main(argv=None) -> int:
         p_ce = predict_ce(tok, model, head, [rows[i] for i in test])
         print(f"fold {k}: train {t1 - t0:.0f} s, predict {time.perf_counter() - t1:.0f} s ({len(test)} pairs)")
         np.save(args.save / f"fold{k}.npy", np.stack([test, p_trees, p_ce[:, 0], p_ce[:, 1]]))
+        (args.save / f"fold{k}.keys.json").write_text(json.dumps(row_keys([rows[i] for i in test])))
     saved = sorted(args.save.glob("fold*.npy"))
+    loaded = [load_fold(f, rows) for f in saved]
     if not saved:
         return 0
-    test = np.concatenate([np.load(f)[0] for f in saved]).astype(int)
+    test = np.concatenate([f[0] for f in loaded]).astype(int)
     # the cross-encoder reads no feature: kept as trained, both orders of (a, b)
-    p_orders = np.concatenate([np.load(f)[2:4].T for f in saved])
+    p_orders = np.concatenate([f[2:4].T for f in loaded])
     p_both = p_orders.mean(axis=1)
     p_ce = shipped_ce([rows[i] for i in test], p_orders, SECOND_ORDERS)
     shipped = load_weights()["meta"]["equivalence"]  # the kinds of model and the cut judge_cv.py chose
