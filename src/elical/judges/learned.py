@@ -303,9 +303,10 @@ class LearnedCrossEncoderEquivalenceJudge(LearnedEquivalenceJudge):
     every other pair gets the mean of the full feature model's and the cross-encoder's P(same), the cross-encoder
     reading both orders of the pair. It was more accurate than the default cascade until the eighth round (final8:
     0.899 against 0.882 balanced accuracy); since the ninth, whose default reads the cross-encoder on more pairs, it
-    is not clearly so (final9: 0.906 against 0.913; final10: 0.907 against 0.902; fold 0 of the grouped CV: 0.868
-    against 0.876), at about three times the CPU (docs/benchmarks.md). Kept for comparison. Parameters as
-    `LearnedEquivalenceJudge` (``cross_encoder=False`` leaves the full feature model alone)."""
+    is not clearly so (final9: 0.906 against 0.913; final10: 0.907 against 0.902; final11: 0.884 against 0.880;
+    fold 0 of the grouped CV: 0.868 against 0.876), at about three times the CPU (docs/benchmarks.md). Kept for
+    comparison. Parameters as `LearnedEquivalenceJudge` (``cross_encoder=False`` leaves the full feature model
+    alone)."""
 
     name = "learned-ce"
     everywhere = True
