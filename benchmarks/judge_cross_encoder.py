@@ -198,9 +198,9 @@ def main(argv=None) -> int:
         np.save(args.save / f"fold{k}.npy", np.stack([test, p_trees, p_ce[:, 0], p_ce[:, 1]]))
         (args.save / f"fold{k}.keys.json").write_text(json.dumps(row_keys([rows[i] for i in test])))
     saved = sorted(args.save.glob("fold*.npy"))
-    loaded = [load_fold(f, rows) for f in saved]
     if not saved:
         return 0
+    loaded = [load_fold(f, rows) for f in saved]
     test = np.concatenate([f[0] for f in loaded]).astype(int)
     # the cross-encoder reads no feature: kept as trained, both orders of (a, b)
     p_orders = np.concatenate([f[2:4].T for f in loaded])

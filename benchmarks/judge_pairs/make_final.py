@@ -80,47 +80,40 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # response is meant; a pleural friction rub "more prominent in expiration", where it is heard in both phases), a
 # question asking for two examples whose options give one each, a key that could not be checked (UK consultancy
 # practitioners "tripled" in 25 years) and a key with no word once normalised ("**": no judge could score it).
-# Each set: its MMLU and draw seeds, its left-out rows, and the earlier sets whose MMLU rows it never draws.
-SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT, "after": ()},
-        "final2": {"mmlu_seed": 2029, "draw_seed": 2030, "after": ("final",),
+# Each set: its MMLU and draw seeds and its left-out rows (its `after`, the sets listed before it, is set below).
+SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
+        "final2": {"mmlu_seed": 2029, "draw_seed": 2030,
                    "left_out": {"mmlu/professional_psychology/82", "mmlu/security_studies/179",
                                 "mmlu/electrical_engineering/10"}},
-        "final3": {"mmlu_seed": 2031, "draw_seed": 2032, "after": ("final", "final2"),
+        "final3": {"mmlu_seed": 2031, "draw_seed": 2032,
                    "left_out": {"mmlu/high_school_psychology/348", "mmlu/miscellaneous/570",
                                 "mmlu/logical_fallacies/51"}},
-        "final4": {"mmlu_seed": 2033, "draw_seed": 2034, "after": ("final", "final2", "final3"),
+        "final4": {"mmlu_seed": 2033, "draw_seed": 2034,
                    "left_out": {"mmlu/virology/93", "mmlu/moral_disputes/306"}},
-        "final5": {"mmlu_seed": 2035, "draw_seed": 2036, "after": ("final", "final2", "final3", "final4"),
+        "final5": {"mmlu_seed": 2035, "draw_seed": 2036,
                    "left_out": {"mmlu/virology/119", "mmlu/miscellaneous/322"}},
-        "final6": {"mmlu_seed": 2037, "draw_seed": 2038, "after": ("final", "final2", "final3", "final4", "final5"),
+        "final6": {"mmlu_seed": 2037, "draw_seed": 2038,
                    "left_out": {"mmlu/elementary_mathematics/181", "mmlu/virology/68"}},
         "final7": {"mmlu_seed": 2039, "draw_seed": 2040,
-                   "after": ("final", "final2", "final3", "final4", "final5", "final6"),
                    "left_out": {"mmlu/human_sexuality/24", "mmlu/miscellaneous/139", "mmlu/high_school_chemistry/44",
                                 "mmlu/nutrition/108", "mmlu/professional_law/182", "mmlu/human_sexuality/44"}},
         "final8": {"mmlu_seed": 2041, "draw_seed": 2042,
-                   "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7"),
                    "left_out": {"mmlu/human_aging/3", "mmlu/prehistory/171", "mmlu/miscellaneous/232",
                                 "mmlu/logical_fallacies/126", "mmlu/virology/80"}},
         "final9": {"mmlu_seed": 2043, "draw_seed": 2044,
-                   "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7", "final8"),
                    "left_out": set()},
         "final10": {"mmlu_seed": 2045, "draw_seed": 2046,
-                    "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7", "final8",
-                              "final9"),
                     "left_out": {"mmlu/high_school_macroeconomics/59", "mmlu/virology/2",
                                  "mmlu/conceptual_physics/87"}},
         "final11": {"mmlu_seed": 2047, "draw_seed": 2048,
-                    "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7", "final8",
-                              "final9", "final10"),
                     "left_out": {"mmlu/business_ethics/71", "mmlu/virology/13",
                                  "mmlu/conceptual_physics/24"}},
         "final12": {"mmlu_seed": 2049, "draw_seed": 2050,
-                    "after": ("final", "final2", "final3", "final4", "final5", "final6", "final7", "final8",
-                              "final9", "final10", "final11"),
                     "left_out": {"mmlu/high_school_psychology/182", "mmlu/public_relations/103",
                                  "mmlu/public_relations/12", "mmlu/high_school_computer_science/39",
                                  "mmlu/clinical_knowledge/29"}}}
+for _i, _name in enumerate(SETS):  # "after": every set made before it, whose MMLU rows it never draws
+    SETS[_name]["after"] = tuple(SETS)[:_i]
 
 
 def path(name, part):
