@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 12: file prefix SET below):
+Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 13: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -80,6 +80,12 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # response is meant; a pleural friction rub "more prominent in expiration", where it is heard in both phases), a
 # question asking for two examples whose options give one each, a key that could not be checked (UK consultancy
 # practitioners "tripled" in 25 years) and a key with no word once normalised ("**": no judge could score it).
+# final13 left out keys that could not be checked (older adults with higher education "more likely to be sexually
+# active"; mothers' recall "most accurate about motor development and weight gain"), a wrong key (a 1 us 90-degree
+# 13C pulse keyed as 5.18 mT, where theta = gamma B1 t gives 23.3 mT), questions with no single right option (every
+# option of the Hohfeld question is one of his correlatives; (6-3x)(6+3x), (-3x+6)(3x+6) and 9(2-x)(2+x) all equal
+# 36-9x^2), a key that does not answer its question (parvovirus "genera" keyed as "A very large number of virus
+# types") and an option naming others by letter ("both b and c").
 # Each set: its MMLU and draw seeds and its left-out rows (its `after`, the sets listed before it, is set below).
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030,
@@ -111,7 +117,12 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final12": {"mmlu_seed": 2049, "draw_seed": 2050,
                     "left_out": {"mmlu/high_school_psychology/182", "mmlu/public_relations/103",
                                  "mmlu/public_relations/12", "mmlu/high_school_computer_science/39",
-                                 "mmlu/clinical_knowledge/29"}}}
+                                 "mmlu/clinical_knowledge/29"}},
+        "final13": {"mmlu_seed": 2051, "draw_seed": 2052,
+                    "left_out": {"mmlu/human_aging/198", "mmlu/professional_psychology/174",
+                                 "mmlu/college_chemistry/49", "mmlu/jurisprudence/84",
+                                 "mmlu/high_school_mathematics/45", "mmlu/virology/73",
+                                 "mmlu/prehistory/148"}}}
 for _i, _name in enumerate(SETS):  # "after": every set made before it, whose MMLU rows it never draws
     SETS[_name]["after"] = tuple(SETS)[:_i]
 

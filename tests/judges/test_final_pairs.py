@@ -81,7 +81,7 @@ def test_questions_are_new(final, norm, shared_data):
 
 
 @pytest.mark.parametrize("name", ["final2", "final3", "final4", "final5", "final6", "final7", "final8", "final9",
-                                  "final10", "final11", "final12"])
+                                  "final10", "final11", "final12", "final13"])
 def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
     rows, cands, labels = read(f"{name}.jsonl"), read(f"{name}_candidates.jsonl"), read(f"{name}_labels.jsonl")
     by_id = {d["pair_id"]: d for d in labels}
@@ -93,9 +93,9 @@ def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
 
 
 @pytest.mark.parametrize("name", ["final4", "final5", "final6", "final7", "final8", "final9", "final10",
-                                  "final11", "final12"])
+                                  "final11", "final12", "final13"])
 def test_later_written_questions_are_new(name, norm, shared_data):
-    """final4's ... final12's 150 written questions each (15 styles x 10) are in no earlier set's outputs,
+    """final4's ... final13's 150 written questions each (15 styles x 10) are in no earlier set's outputs,
     no fixture, no HonestyBench QA file and no `facts` question; their MMLU rows are drawn by no set make_final.py
     lists as earlier (its SETS[name]["after"])."""
     qs = read(f"{name}_questions.jsonl")
