@@ -18,6 +18,10 @@ order of (a, b), and ``foldK.keys.json`` a fingerprint of each of those rows: a 
 labelled sets changed) stops the report with a message to re-run it, rather than being scored against the wrong
 labels. The report scores the shipped judge's cross-encoder (``SECOND_ORDERS`` of benchmarks/judge_cv.py:
 the mean of both orders, or the one order the judge reads) and ``--sweep`` the cascade at other bands and orders.
+Since the twelfth round a retrained cross-encoder ships only if the shipped cascade with it stays within 0.02 of
+the best earlier one on the default run's own template style: the ``test`` parts of study_random and
+study_disagree, pooled, which no model trains on (``benchmarks/judge_agreement.py --pairs
+benchmarks/judge_pairs/study_random.jsonl --part test --judges learned``, the same for study_disagree).
 """
 
 from __future__ import annotations
