@@ -6,6 +6,7 @@
     python benchmarks/judge_agreement.py --nli-model DIR      # + NLI (a local MNLI-style model directory)
     python benchmarks/judge_agreement.py --llm-url http://localhost:8000/v1 --llm-model NAME   # + an LLM judge
     python benchmarks/judge_agreement.py --pairs FILE --judges learned,normalized,contains,token-f1,embedding
+    python benchmarks/judge_agreement.py --pairs FILE1 FILE2 --judges learned   # several files pooled as one set
 
 Equivalence judges are scored on the ``greedy-sample`` pairs (is the sample the same answer as the greedy
 one?), correctness judges on the ``answer-gold`` pairs (does the answer give the gold answer? the judge sees
@@ -143,7 +144,8 @@ def print_table(title: str, res: dict) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--pairs", type=Path, default=DEFAULT_PAIRS)
+    p.add_argument("--pairs", type=Path, nargs="+", default=[DEFAULT_PAIRS],
+                   help="labelled pair files; several are scored as one pooled set")
     p.add_argument("--part", choices=["dev", "test", "all"], default="test",
                    help="which part to score (default test; choose rules on dev only)")
     p.add_argument("--judges", help="comma-separated names (default: every registered judge that runs offline)")
@@ -158,8 +160,9 @@ def main(argv=None) -> int:
     for name in [n for n in (args.judges or "").split(",") if n in REMOVED_JUDGES]:
         print(f"judge_agreement: skipped {name!r}: removed (last in commit {REMOVED_JUDGES[name]})", file=sys.stderr)
 
-    rows = load_pairs(args.pairs, args.part)
-    print(f"pairs: {args.pairs} part={args.part} ({len(rows)}); python {sys.version.split()[0]}, "
+    rows = [r for path in args.pairs for r in load_pairs(path, args.part)]
+    print(f"pairs: {' + '.join(map(str, args.pairs))} part={args.part} ({len(rows)}); "
+          f"python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs visible, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
     results = {}
     for task, kind in (("equivalence", "greedy-sample"), ("correctness", "answer-gold")):

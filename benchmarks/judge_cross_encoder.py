@@ -21,7 +21,7 @@ the mean of both orders, or the one order the judge reads) and ``--sweep`` the c
 Since the twelfth round a retrained cross-encoder ships only if the shipped cascade with it stays within 0.02 of
 the best earlier one on the default run's own template style: the ``test`` parts of study_random and
 study_disagree, pooled, which no model trains on (``benchmarks/judge_agreement.py --pairs
-benchmarks/judge_pairs/study_random.jsonl --part test --judges learned``, the same for study_disagree).
+benchmarks/judge_pairs/study_random.jsonl benchmarks/judge_pairs/study_disagree.jsonl --part test --judges learned``).
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 
 DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "judge_pairs"
+sys.path.insert(0, str(DIR))
+from make_final import SETS as FINAL_SETS  # noqa: E402
+
+LATER = [name for name in FINAL_SETS if name != "final"]  # final2, final3, ...: each set make_final.py lists
 CATEGORIES = {"names", "numbers", "dates", "partial", "paraphrase", "echo", "non-answer", "other"}
 STYLES = {"multihop", "web", "options", "mmlu", "long", "yesno", "negation", "date", "quantity", "person", "list"}
 
@@ -29,8 +33,7 @@ def final():
 
 @pytest.fixture(scope="module")
 def norm():
-    sys.path.insert(0, str(DIR))
-    from draw_pairs import norm
+    from draw_pairs import norm  # benchmarks/judge_pairs is on sys.path (above)
     return norm
 
 
@@ -80,8 +83,7 @@ def test_questions_are_new(final, norm, shared_data):
     assert len(mine) == 181 and not mine & earlier_questions(norm, shared_data, "final")
 
 
-@pytest.mark.parametrize("name", ["final2", "final3", "final4", "final5", "final6", "final7", "final8", "final9",
-                                  "final10", "final11", "final12", "final13"])
+@pytest.mark.parametrize("name", LATER)
 def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
     rows, cands, labels = read(f"{name}.jsonl"), read(f"{name}_candidates.jsonl"), read(f"{name}_labels.jsonl")
     by_id = {d["pair_id"]: d for d in labels}
@@ -92,8 +94,7 @@ def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
         assert r["kind"] != "answer-gold" or r["b"] in r["aliases"]
 
 
-@pytest.mark.parametrize("name", ["final4", "final5", "final6", "final7", "final8", "final9", "final10",
-                                  "final11", "final12", "final13"])
+@pytest.mark.parametrize("name", LATER[2:])  # from final4 on: 150 written questions each
 def test_later_written_questions_are_new(name, norm, shared_data):
     """final4's ... final13's 150 written questions each (15 styles x 10) are in no earlier set's outputs,
     no fixture, no HonestyBench QA file and no `facts` question; their MMLU rows are drawn by no set make_final.py
@@ -103,9 +104,7 @@ def test_later_written_questions_are_new(name, norm, shared_data):
     mine = {norm(q["question"]) for q in qs}
     assert len(mine) == 150 and not mine & earlier_questions(norm, shared_data, name)
     mmlu = {o["id"] for o in read(f"{name}_outputs.jsonl") if o["dataset"] == "mmlu"}
-    from make_final import SETS  # benchmarks/judge_pairs is on sys.path: the `norm` fixture put it there
-
-    before = {o["id"] for n in SETS[name]["after"] for o in read(f"{n}_outputs.jsonl") if o["dataset"] == "mmlu"}
+    before = {o["id"] for n in FINAL_SETS[name]["after"] for o in read(f"{n}_outputs.jsonl") if o["dataset"] == "mmlu"}
     assert len(mmlu) == 25 and not mmlu & before
 
 
@@ -114,7 +113,6 @@ def test_random_samples_split_by_question(name, size):
     """study_random and run_random (and study_disagree): every question in one part, by the hash rule of
     draw_study.py; labels 0/1; the blind file holds no label; the merged set is the blind file less the dropped
     pairs."""
-    sys.path.insert(0, str(DIR))
     from draw_study import part_of
 
     blind, rows = read(f"{name}_blind.jsonl"), read(f"{name}.jsonl")
