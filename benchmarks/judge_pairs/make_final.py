@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 13: file prefix SET below):
+Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 14: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -86,6 +86,12 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # option of the Hohfeld question is one of his correlatives; (6-3x)(6+3x), (-3x+6)(3x+6) and 9(2-x)(2+x) all equal
 # 36-9x^2), a key that does not answer its question (parvovirus "genera" keyed as "A very large number of virus
 # types") and an option naming others by letter ("both b and c").
+# final14 left out two wrong keys (herpes viruses inhibited by "Azidothymidine", where acyclovir is; -47 = g + 24
+# keyed as g = -23, where g = -71), keys that could not be checked (the "most persuasive" argument against fair play;
+# Aristotle's virtues "open-ended and revisable"; disease "most often" prevented by vaccines; the oscillator "easy to
+# fabricate" in an IC), a doubtful key (respiratory diseases as the one not rarer among vegetarians, where
+# EPIC-Oxford found colorectal cancer no rarer either), two options that both fit (family and corporate branding
+# for one name on every product) and an option naming the others ("all three structures").
 # Each set: its MMLU and draw seeds and its left-out rows (its `after`, the sets listed before it, is set below).
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030,
@@ -122,7 +128,12 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
                     "left_out": {"mmlu/human_aging/198", "mmlu/professional_psychology/174",
                                  "mmlu/college_chemistry/49", "mmlu/jurisprudence/84",
                                  "mmlu/high_school_mathematics/45", "mmlu/virology/73",
-                                 "mmlu/prehistory/148"}}}
+                                 "mmlu/prehistory/148"}},
+        "final14": {"mmlu_seed": 2053, "draw_seed": 2054,
+                    "left_out": {"mmlu/nutrition/282", "mmlu/jurisprudence/69", "mmlu/anatomy/118",
+                                 "mmlu/philosophy/204", "mmlu/marketing/183", "mmlu/virology/44",
+                                 "mmlu/electrical_engineering/141", "mmlu/virology/99",
+                                 "mmlu/elementary_mathematics/230"}}}
 for _i, _name in enumerate(SETS):  # "after": every set made before it, whose MMLU rows it never draws
     SETS[_name]["after"] = tuple(SETS)[:_i]
 
