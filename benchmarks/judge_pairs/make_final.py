@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 14: file prefix SET below):
+Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 15: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -92,6 +92,8 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # fabricate" in an IC), a doubtful key (respiratory diseases as the one not rarer among vegetarians, where
 # EPIC-Oxford found colorectal cancer no rarer either), two options that both fit (family and corporate branding
 # for one name on every product) and an option naming the others ("all three structures").
+# final15 left out a wrong key (14 + (-71) keyed as 57, where it is -57) and a doubtful one (Cr3+ as the ion that
+# cannot be a paramagnetic quencher, where Zn2+, d10 and diamagnetic, is the one that cannot).
 # Each set: its MMLU and draw seeds and its left-out rows (its `after`, the sets listed before it, is set below).
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030,
@@ -133,7 +135,9 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
                     "left_out": {"mmlu/nutrition/282", "mmlu/jurisprudence/69", "mmlu/anatomy/118",
                                  "mmlu/philosophy/204", "mmlu/marketing/183", "mmlu/virology/44",
                                  "mmlu/electrical_engineering/141", "mmlu/virology/99",
-                                 "mmlu/elementary_mathematics/230"}}}
+                                 "mmlu/elementary_mathematics/230"}},
+        "final15": {"mmlu_seed": 2055, "draw_seed": 2056,
+                    "left_out": {"mmlu/elementary_mathematics/268", "mmlu/college_chemistry/82"}}}
 for _i, _name in enumerate(SETS):  # "after": every set made before it, whose MMLU rows it never draws
     SETS[_name]["after"] = tuple(SETS)[:_i]
 
