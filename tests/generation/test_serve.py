@@ -161,7 +161,9 @@ def test_gate_returns_confidence_and_decision_per_question(head_dir, smollm2, ex
     threshold = float(np.median([expected[q] for q in NEW]))
     gates = cm.gate(NEW, threshold)
     assert [g.question for g in gates] == NEW
-    assert [g.confidence for g in gates] == pytest.approx([expected[q] for q in NEW], abs=1e-9)
+    # `expected` came from a batch of 7 prompts, this from a batch of 4: another padded width, so fp32 sums in another
+    # order on some CPUs (6e-7 seen on one machine; bitwise equal on others); 1e-6, as the server tests above
+    assert [g.confidence for g in gates] == pytest.approx([expected[q] for q in NEW], abs=1e-6)
     assert [g.answer for g in gates] == [expected[q] >= threshold for q in NEW]
     assert all(g.answer for g in cm.gate(NEW, 0.0)) and not any(g.answer for g in cm.gate(NEW, 1.0))
     for bad in (-0.1, 1.5, True):
