@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 16: file prefix SET below):
+Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 17: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -97,6 +97,9 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # final16 left out keys that could not be checked (the peak difference in approval of school desegregation, a chart's
 # figure; "Pre-conceptions" as not part of Schein's model of culture) and a doubtful one ("height" as the idea that
 # nineteenth-century race theories did not consider, where genetics had not yet been founded).
+# final17 left out a key that could not be checked (alcoholism as the age difference that is in part a cohort
+# effect), a question two options fit (a rise in interest rates lowers investment and raises the dollar) and options
+# naming numbered statements the question does not give ("1,3").
 # Each set: its MMLU and draw seeds and its left-out rows (its `after`, the sets listed before it, is set below).
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030,
@@ -142,7 +145,9 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final15": {"mmlu_seed": 2055, "draw_seed": 2056,
                     "left_out": {"mmlu/elementary_mathematics/268", "mmlu/college_chemistry/82"}},
         "final16": {"mmlu_seed": 2057, "draw_seed": 2058,
-                    "left_out": {"mmlu/global_facts/87", "mmlu/sociology/153", "mmlu/management/103"}}}
+                    "left_out": {"mmlu/global_facts/87", "mmlu/sociology/153", "mmlu/management/103"}},
+        "final17": {"mmlu_seed": 2059, "draw_seed": 2060,
+                    "left_out": {"mmlu/human_aging/57", "mmlu/miscellaneous/380", "mmlu/business_ethics/82"}}}
 for _i, _name in enumerate(SETS):  # "after": every set made before it, whose MMLU rows it never draws
     SETS[_name]["after"] = tuple(SETS)[:_i]
 
