@@ -140,6 +140,18 @@ def test_fuzzy_recall_compares_numbers_as_numbers():
     assert _fuzzy_recall(["portugal"], ["portuguese", "1"], None) == pytest.approx(12 / 18)
 
 
+def test_number_words_of_an_alias_are_compared_as_values():
+    """An alias's number words are compared by value, not dropped as stop words: "twelve lamps" gives fuzzy_recall
+    1 only with a twelve in the answer, where before it was scored on "lamps" alone (sixteenth round)."""
+    from elical.judges.features import CORRECTNESS_FEATURES, correctness_features
+
+    q = "How many lamps hang in the hall of Holm?"
+    fuzzy = CORRECTNESS_FEATURES.index("fuzzy_recall")
+    assert correctness_features("There are 18 lamps.", "twelve lamps", q, None)[fuzzy] == 0.0
+    assert correctness_features("There are 12 lamps.", "twelve lamps", q, None)[fuzzy] == 1.0
+    assert correctness_features("Twelve of them.", "12 lamps", q, None)[fuzzy] == 1.0
+
+
 def test_fuzzy_recall_ignores_the_question_words():
     """The question's words are no evidence on either side while the alias has another word: "Velmoor Stadium"
     for "Which stadium in Holm ...?" is scored on "velmoor" alone, against the answer's words the question lacks."""
@@ -169,6 +181,10 @@ def test_fuzzy_recall_ignores_the_question_words():
     ("Calimo", "The cloth named after Calimor is called", 0),  # its only match a word of the question's
     ("Calimo", "It is Calimor cloth, named after the port of Calimor.", 0),
     ("Calimo", "It is calimo, named after the port of Calimor.", 1),
+    # number words (stop words to scikit-learn) by their value (sixteenth round): "three legs" is not "4 legs"
+    ("three legs", "The Brenland stool stands on 4 legs.", 0), ("three legs", "It stands on 3 legs.", 1),
+    ("3 legs", "It stands on three legs.", 1), ("first gate", "It is the gate of Holm.", 0),
+    ("first gate", "It is the 1st gate.", 1),
 ])
 def test_stem_floor_by_hand(alias, answer, want):
     """The correctness feature stem_floor: the alias's words in the answer, or their adjective / plural forms."""

@@ -29,7 +29,7 @@ import numpy as np
 from elical.judges.extract import NEGATIONS, STOP_WORDS, Extraction, alias_contained, extract, is_open
 from elical.judges.rules import is_code
 from elical.judges.semantic import Embedder
-from elical.judges.text import find_spans, normalize_answer, token_f1
+from elical.judges.text import find_spans, normalize_answer, numbers_in, token_f1
 
 __all__ = ["TokenEncoder", "EQUIVALENCE_FEATURES", "CORRECTNESS_FEATURES", "SOFT_FEATURES", "equivalence_features",
            "correctness_features", "equivalence_soft", "correctness_soft", "overlap", "bertscore", "salient", "is_open"]
@@ -212,36 +212,84 @@ def equivalence_soft(a: str, b: str, question: str | None, enc: TokenEncoder) ->
     return [float(enc.sentence(a.strip()) @ enc.sentence(b.strip())), min(p, r), max(p, r), min(pq, rq), max(pq, rq)]
 
 
-def _fuzzy_recall(want: Sequence[str], have: Sequence[str], question: str | None) -> float:
+@functools.lru_cache(maxsize=1 << 12)
+def _value(word: str) -> frozenset[str]:
+    """The numeric value of one normalised word, as `numbers_in` reads it ("three" -> {"3"}, "16th" -> {"16"},
+    "1000" -> {"1000"}); empty for a word that is no number."""
+    return frozenset(numbers_in(word))
+
+
+def _values(words: Sequence[str]) -> frozenset[str]:
+    """The numeric values of the number words among ``words``."""
+    return frozenset().union(*map(_value, words))
+
+
+def _alias_words(g: Extraction) -> tuple[str, ...]:
+    """The words of a gold alias that the lexical correctness features compare: its content words and its number
+    words ("three wheels" -> ("three", "wheels"); scikit-learn's stop-word list holds "three", "twelve", "first"),
+    or every token when it has neither."""
+    return tuple(t for t in g.tokens if t not in STOP_WORDS or _value(t)) or g.tokens
+
+
+def _number_given(word: str, numbers: frozenset[str]) -> bool | None:
+    """Whether an answer whose numbers (values) are ``numbers`` states the value of the alias word ``word``; None
+    when the word is no number (the caller compares it as a word)."""
+    value = _value(word)
+    return value <= numbers if value else None
+
+
+def _fuzzy_recall(want: Sequence[str], have: Sequence[str], question: str | None,
+                  numbers: frozenset[str] | None = None) -> float:
     """Mean over the alias's words of the best character similarity (difflib ratio) with a word of the answer:
-    word forms ("Portugal" / "Portuguese", "Muslims" / "Muslim") score high without a table. A word with a digit
-    counts 1 when the answer has it and 0 otherwise: numbers are compared as numbers, not by their characters
-    ("1234" shares three of four with "1264"). The question's words count on neither side when the alias has
-    another ("London Cricket Ground" does not give "Lord's Cricket Ground" for "Which cricket ground ...?"): a word
-    the question spells out is no evidence."""
+    word forms ("Portugal" / "Portuguese", "Muslims" / "Muslim") score high without a table. A number word counts 1
+    when the answer states its value (``numbers``, the answer's `Extraction.numbers`; None: the values of the words
+    of ``have``) and 0 otherwise: numbers are
+    compared as numbers, not by their characters ("1234" shares three of four with "1264"; "three" is not "2"); any
+    other word with a digit counts 1 when the answer has it. The question's words count on neither side when the
+    alias has another ("London Cricket Ground" does not give "Lord's Cricket Ground" for "Which cricket ground
+    ...?"): a word the question spells out is no evidence."""
     q = _question_words(question)
+    numbers = _values(have) if numbers is None else numbers
     if any(w not in q for w in want):
         want, have = [w for w in want if w not in q], [h for h in have if h not in q]
     if not want or not have:
         return 0.0
     have = set(have)
-    return sum(float(w in have) if any(c.isdigit() for c in w) else
-               max(SequenceMatcher(None, w, h).ratio() for h in have) for w in want) / len(want)
+
+    def score(w: str) -> float:
+        given = _number_given(w, numbers)
+        if given is not None:
+            return float(given)
+        if any(c.isdigit() for c in w):
+            return float(w in have)
+        return max(SequenceMatcher(None, w, h).ratio() for h in have)
+
+    return sum(score(w) for w in want) / len(want)
 
 
-def _stem_contained(want: Sequence[str], have: Sequence[str], question: str | None) -> bool:
+def _stem_contained(want: Sequence[str], have: Sequence[str], question: str | None,
+                    numbers: frozenset[str] | None = None) -> bool:
     """Every word of the alias is a word of the answer, or, for a word of four or more letters and no digit, an
     answer word shares all of it but its last letter (at least four letters) as a prefix: the adjective, demonym
     and plural forms of a name without a table ("india" in "indian", "cuba" / "cuban", "germany" / "german",
-    "mexico" / "mexican", "muslims" / "muslim"), while "austria" is not "australia", "iran" not "iraq" and a
-    number only itself; and at least one of the alias's words is not the question's (an alias the question
-    spells out is no evidence), nor is matched by a prefix of the question's words ("calico" is not given by
-    "the port of Calicut" when the question names Calicut)."""
+    "mexico" / "mexican", "muslims" / "muslim"), while "austria" is not "australia", "iran" not "iraq"; a number
+    word only by its value among the answer's ``numbers`` ("three" by "3" or "three"; None: the values of the
+    words of ``have``); and at least one of the
+    alias's words is not the question's (an alias the question spells out is no evidence), nor is matched by a
+    prefix of the question's words ("calico" is not given by "the port of Calicut" when the question names
+    Calicut)."""
     have, q = set(have), _question_words(question)
-    return any(w not in q for w in want) and all(
-        w in have if len(w) < 4 or any(c.isdigit() for c in w) else
-        any(len(os.path.commonprefix((w, h))) >= max(4, len(w) - 1) for h in have if w in q or h not in q)
-        for w in want)
+    numbers = _values(have) if numbers is None else numbers
+
+    def given(w: str) -> bool:
+        number = _number_given(w, numbers)
+        if number is not None:
+            return number
+        if len(w) < 4 or any(c.isdigit() for c in w):
+            return w in have
+        return any(len(os.path.commonprefix((w, h))) >= max(4, len(w) - 1) for h in have if w in q or h not in q)
+
+    return any(w not in q for w in want) and all(given(w) for w in want)
 
 
 def correctness_features(answer: str, alias: str, question: str | None, enc: TokenEncoder | None) -> list[float]:
@@ -249,12 +297,12 @@ def correctness_features(answer: str, alias: str, question: str | None, enc: Tok
     `SOFT_FEATURES` are NaN when ``enc`` is None)."""
     x = extract(answer, question)
     g = extract(alias, None)
-    want = g.content or g.tokens
+    want = _alias_words(g)
     soft = [math.nan] * 3 if enc is None else correctness_soft(answer, alias, question, enc)
     floor = alias_contained(answer, alias, question)
-    stem = floor or (x.answers and not is_code(alias) and _stem_contained(want, x.tokens, question))
+    stem = floor or (x.answers and not is_code(alias) and _stem_contained(want, x.tokens, question, x.numbers))
     return [
-        float(floor), _fuzzy_recall(want, x.tokens, question), float(stem), float(not x.answers),
+        float(floor), _fuzzy_recall(want, x.tokens, question, x.numbers), float(stem), float(not x.answers),
         float(x.echo), float(bool(g.numbers)),
         float(bool(g.numbers) and g.numbers <= x.numbers), float(bool(x.new_numbers - g.numbers)),
         float(x.negated), *soft,
