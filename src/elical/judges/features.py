@@ -243,11 +243,10 @@ def _fuzzy_recall(want: Sequence[str], have: Sequence[str], question: str | None
     """Mean over the alias's words of the best character similarity (difflib ratio) with a word of the answer:
     word forms ("Portugal" / "Portuguese", "Muslims" / "Muslim") score high without a table. A number word counts 1
     when the answer states its value (``numbers``, the answer's `Extraction.numbers`; None: the values of the words
-    of ``have``) and 0 otherwise: numbers are
-    compared as numbers, not by their characters ("1234" shares three of four with "1264"; "three" is not "2"); any
-    other word with a digit counts 1 when the answer has it. The question's words count on neither side when the
-    alias has another ("London Cricket Ground" does not give "Lord's Cricket Ground" for "Which cricket ground
-    ...?"): a word the question spells out is no evidence."""
+    of ``have``) and 0 otherwise: numbers are compared as numbers, not by their characters ("1234" shares three of
+    four with "1264"; "three" is not "2"); any other word with a digit counts 1 when the answer has it. The
+    question's words count on neither side when the alias has another ("London Cricket Ground" does not give
+    "Lord's Cricket Ground" for "Which cricket ground ...?"): a word the question spells out is no evidence."""
     q = _question_words(question)
     numbers = _values(have) if numbers is None else numbers
     if any(w not in q for w in want):
@@ -273,11 +272,10 @@ def _stem_contained(want: Sequence[str], have: Sequence[str], question: str | No
     answer word shares all of it but its last letter (at least four letters) as a prefix: the adjective, demonym
     and plural forms of a name without a table ("india" in "indian", "cuba" / "cuban", "germany" / "german",
     "mexico" / "mexican", "muslims" / "muslim"), while "austria" is not "australia", "iran" not "iraq"; a number
-    word only by its value among the answer's ``numbers`` ("three" by "3" or "three"; None: the values of the
-    words of ``have``); and at least one of the
-    alias's words is not the question's (an alias the question spells out is no evidence), nor is matched by a
-    prefix of the question's words ("calico" is not given by "the port of Calicut" when the question names
-    Calicut)."""
+    word only by its value among the answer's ``numbers`` ("three" by "3" or "three"; None: the values of the words
+    of ``have``); and at least one of the alias's words is not the question's (an alias the question spells out is
+    no evidence), nor is matched by a prefix of the question's words ("calico" is not given by "the port of Calicut"
+    when the question names Calicut)."""
     have, q = set(have), _question_words(question)
     numbers = _values(have) if numbers is None else numbers
 
