@@ -92,8 +92,10 @@ def test_embedding_judge_accuracy_floor(rows):
 # ---------------------------------------------------------------- defaults on the older (dev) set
 
 # balanced accuracy, benchmarks/judge_agreement.py --part all: the learned judges (trained on it with every other
-# labelled set but final2: in-sample, a regression guard only)
-DEV_MEASURED = {("equivalence", "learned"): 0.912, ("correctness", "learned"): 0.932}
+# labelled set but final2: in-sample, a regression guard only). Correctness measured again in the sixteenth round:
+# 0.932 in the second, 0.906 through the fifteenth, 0.900 now (one pair moved: "07 222" for the calling code "+7",
+# labelled wrong, is called correct since an alias's numbers count by value, as the `normalized` floor counts them)
+DEV_MEASURED = {("equivalence", "learned"): 0.912, ("correctness", "learned"): 0.900}
 
 
 def _balanced(y, pred):
