@@ -93,8 +93,9 @@ def test_embedding_judge_accuracy_floor(rows):
 
 # balanced accuracy, benchmarks/judge_agreement.py --part all: the learned judges (trained on it with every other
 # labelled set but final2: in-sample, a regression guard only). Correctness measured again in the sixteenth round:
-# 0.932 when first measured, 0.906 in the fourteenth and fifteenth, 0.900 now (one pair moved: "07 222" for the calling code "+7",
-# labelled wrong, is called correct since an alias's numbers count by value, as the `normalized` floor counts them)
+# 0.932 when first measured, 0.906 in the fourteenth and fifteenth, 0.900 now (one pair moved: "07 222" for the
+# calling code "+7", labelled wrong, is called correct since an alias's numbers count by value, as the `normalized`
+# floor counts them)
 DEV_MEASURED = {("equivalence", "learned"): 0.912, ("correctness", "learned"): 0.900}
 
 
