@@ -96,7 +96,7 @@ def test_later_frozen_sets_every_candidate_labelled_and_merged(name):
 
 @pytest.mark.parametrize("name", LATER[2:])  # from final4 on: 150 written questions each
 def test_later_written_questions_are_new(name, norm, shared_data):
-    """final4's ... final14's 150 written questions each (15 styles x 10) are in no earlier set's outputs,
+    """The 150 written questions of each set from final4 on (15 styles x 10) are in no earlier set's outputs,
     no fixture, no HonestyBench QA file and no `facts` question; their MMLU rows are drawn by no set make_final.py
     lists as earlier (its SETS[name]["after"])."""
     qs = read(f"{name}_questions.jsonl")
