@@ -100,6 +100,7 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # final17 left out a key that could not be checked (alcoholism as the age difference that is in part a cohort
 # effect), a question two options fit (a rise in interest rates lowers investment and raises the dollar) and options
 # naming numbered statements the question does not give ("1,3").
+# final18 left out an option naming others by letter ("both B and C").
 # Each set: its MMLU and draw seeds and its left-out rows (its `after`, the sets listed before it, is set below).
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030,
@@ -147,7 +148,8 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final16": {"mmlu_seed": 2057, "draw_seed": 2058,
                     "left_out": {"mmlu/global_facts/87", "mmlu/sociology/153", "mmlu/management/103"}},
         "final17": {"mmlu_seed": 2059, "draw_seed": 2060,
-                    "left_out": {"mmlu/human_aging/57", "mmlu/miscellaneous/380", "mmlu/business_ethics/82"}}}
+                    "left_out": {"mmlu/human_aging/57", "mmlu/miscellaneous/380", "mmlu/business_ethics/82"}},
+        "final18": {"mmlu_seed": 2061, "draw_seed": 2062, "left_out": {"mmlu/logical_fallacies/32"}}}
 for _i, _name in enumerate(SETS):  # "after": every set made before it, whose MMLU rows it never draws
     SETS[_name]["after"] = tuple(SETS)[:_i]
 
