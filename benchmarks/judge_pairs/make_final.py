@@ -101,6 +101,9 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # effect), a question two options fit (a rise in interest rates lowers investment and raises the dollar) and options
 # naming numbered statements the question does not give ("1,3").
 # final18 left out an option naming others by letter ("both B and C").
+# final19 left out an option naming others by letter ("both (a) and (b)"), a wrong key (-25 - (-11) keyed as 14,
+# where it is -14), a key that could not be checked (longitudinal support "for the theory put forth by" Erikson, its
+# theory not named) and a row cut from its context (the marketing "Economic—" fragment).
 # Each set: its MMLU and draw seeds and its left-out rows (its `after`, the sets listed before it, is set below).
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030,
@@ -149,7 +152,10 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
                     "left_out": {"mmlu/global_facts/87", "mmlu/sociology/153", "mmlu/management/103"}},
         "final17": {"mmlu_seed": 2059, "draw_seed": 2060,
                     "left_out": {"mmlu/human_aging/57", "mmlu/miscellaneous/380", "mmlu/business_ethics/82"}},
-        "final18": {"mmlu_seed": 2061, "draw_seed": 2062, "left_out": {"mmlu/logical_fallacies/32"}}}
+        "final18": {"mmlu_seed": 2061, "draw_seed": 2062, "left_out": {"mmlu/logical_fallacies/32"}},
+        "final19": {"mmlu_seed": 2063, "draw_seed": 2064,
+                    "left_out": {"mmlu/machine_learning/93", "mmlu/elementary_mathematics/335", "mmlu/human_aging/23",
+                                 "mmlu/marketing/218"}}}
 for _i, _name in enumerate(SETS):  # "after": every set made before it, whose MMLU rows it never draws
     SETS[_name]["after"] = tuple(SETS)[:_i]
 
