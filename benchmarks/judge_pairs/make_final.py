@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 17: file prefix SET below):
+Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 20: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -104,6 +104,8 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # final19 left out an option naming others by letter ("both (a) and (b)"), a wrong key (-25 - (-11) keyed as 14,
 # where it is -14), a key that could not be checked (longitudinal support "for the theory put forth by" Erikson, its
 # theory not named) and a row cut from its context (the marketing "Economic—" fragment).
+# final20 left out an option naming others by number ("Both 2 and 3") and a question that needs its textbook chapter
+# ("In this chapter's Senior View, Tolly Kleckley told us").
 # Each set: its MMLU and draw seeds and its left-out rows (its `after`, the sets listed before it, is set below).
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030,
@@ -155,7 +157,9 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final18": {"mmlu_seed": 2061, "draw_seed": 2062, "left_out": {"mmlu/logical_fallacies/32"}},
         "final19": {"mmlu_seed": 2063, "draw_seed": 2064,
                     "left_out": {"mmlu/machine_learning/93", "mmlu/elementary_mathematics/335", "mmlu/human_aging/23",
-                                 "mmlu/marketing/218"}}}
+                                 "mmlu/marketing/218"}},
+        "final20": {"mmlu_seed": 2065, "draw_seed": 2066,
+                    "left_out": {"mmlu/electrical_engineering/125", "mmlu/human_aging/203"}}}
 for _i, _name in enumerate(SETS):  # "after": every set made before it, whose MMLU rows it never draws
     SETS[_name]["after"] = tuple(SETS)[:_i]
 
