@@ -6,8 +6,9 @@ Questions and answers are the recorded real SmolLM2 outputs of benchmarks/judge_
 questions; the first 900 in file order), so the texts are real model answers. Per judge: equivalence over the
 900 x 5 (greedy, sample) pairs and correctness over the 900 x 6 answers against their gold aliases, each in one
 ``judge_many`` call on a fresh judge, with the question. Prints wall and CPU seconds (model loading included:
-a run pays it once) and the share of `elical run`'s default-preset wall time it would take (517 s, measured in
-docs/benchmarks.md, "elical run wall time" (3)).
+a run pays it once) and, given ``--run-seconds`` (the wall time of `elical run`'s default preset timed the same day
+on the same machine, e.g. by benchmarks/run_walltime.py), the share of that run the judge would take. Machines and
+days differ several-fold (docs/benchmarks.md), so a share against a run timed elsewhere means little.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
-RUN_WALL_S = 517.0
 
 
 def load(n: int, samples: int) -> list[dict]:
@@ -44,7 +44,10 @@ def main(argv=None) -> int:
     p.add_argument("--judges", default="learned,normalized,contains")
     p.add_argument("--questions", type=int, default=900)
     p.add_argument("--samples", type=int, default=5)
+    p.add_argument("--run-seconds", type=float, help="wall s of `elical run` timed the same day here: print shares")
     args = p.parse_args(argv)
+    if args.run_seconds is not None and args.run_seconds <= 0:
+        p.error("--run-seconds must be positive")
     rows = load(args.questions, args.samples)
     eq = [(r["greedy"], s) for r in rows for s in r["samples"]]
     eq_q = [r["question"] for r in rows for _ in r["samples"]]
@@ -52,7 +55,8 @@ def main(argv=None) -> int:
     co_q = [r["question"] for r in rows for _ in range(args.samples + 1)]
     print(f"{len(rows)} questions: {len(eq)} equivalence pairs, {len(co)} correctness answers; OMP_NUM_THREADS="
           f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, load average {os.getloadavg()[0]:.1f}")
-    print("| judge | task | wall s | CPU s | share of a 517 s run (wall) |\n|---|---|---|---|---|")
+    share = f"share of a {args.run_seconds:.0f} s run (wall)" if args.run_seconds else "share of a run (--run-seconds)"
+    print(f"| judge | task | wall s | CPU s | {share} |\n|---|---|---|---|---|")
     for name in args.judges.split(","):
         for task, make, pairs, qs in (("equivalence", make_equivalence_judge, eq, eq_q),
                                       ("correctness", make_correctness_judge, co, co_q)):
@@ -63,7 +67,8 @@ def main(argv=None) -> int:
             w0, c0 = time.perf_counter(), time.process_time()
             judge.judge_many(pairs, qs)
             wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-            print(f"| {name} | {task} | {wall:.1f} | {cpu:.1f} | {wall / RUN_WALL_S:.1%} |", flush=True)
+            frac = f"{wall / args.run_seconds:.1%}" if args.run_seconds else "-"
+            print(f"| {name} | {task} | {wall:.1f} | {cpu:.1f} | {frac} |", flush=True)
     return 0
 
 
