@@ -23,8 +23,9 @@ basis of the model choice): each ``final`` set, whose question styles no other s
 trained on all the other pairs. The full model is the kind with the highest mean balanced accuracy over the
 held-out sets, the cheap stage the kind whose cascade with it does best there (since the ninth round), each unless
 the incumbent kind is within MARGIN of the best (since the nineteenth round); the probability cut of the cascade
-(cheap, then full inside BANDS[task]) is CUT (0.5; the held-out table shows the cascade at each of THRESHOLDS). Rule judges are scored as they are (no training). Columns: balanced
-accuracy, recall of label 1 ("same"/"correct") and of label 0.
+(cheap, then full inside BANDS[task]) is CUT (0.5; the held-out table shows the cascade at each of THRESHOLDS). Rule
+judges are scored as they are (no training). Columns: balanced accuracy, recall of label 1 ("same"/"correct") and of
+label 0.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 SETS = ["pairs", "dev2", "dev3", "test2", "test3", "test4", "test5", "final", "final2", "final3", "final4", "final5",
         "final6", "final7", "final8", "final9", "final10", "final11", "final12", "final13",
-        "final14", "final15", "final16", "final17", "final18", "final19", "study_random", "study_disagree", "run_random"]
+        "final14", "final15", "final16", "final17", "final18", "final19", "study_random", "study_disagree",
+        "run_random"]
 # their `test` part (by question) is held out: judge_agreement.py (run_random's, read once, is training data since the
 # eighth round)
 DEV_ONLY = {"study_random", "study_disagree"}
