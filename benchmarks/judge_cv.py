@@ -83,13 +83,12 @@ HELD_OUT = ["final", "final2", "final3", "final4", "final5", "final6", "final7",
             "final10", "final11", "final12", "final13", "final14", "final15", "final16", "final17", "final18",
             "final19"]
 KINDS = ("logistic", "trees", "mean")  # mean: the soft vote of the two (shipped as kind "mean")
-# Nineteenth round: a stage keeps its incumbent kind (the one shipped before) unless another kind's held-out mean is
-# higher by at least MARGIN. The eighteenth round flipped the equivalence full model from mean to trees on a tie at
-# three places (0.848 either way), and the default run's own style (the template check) fell with it: a flip on a tie
-# is noise. The incumbents are the eighteenth round's kinds (kept in the nineteenth).
-INCUMBENT = {("equivalence", "full"): "trees", ("equivalence", "cheap"): "mean",
-             ("correctness", "full"): "mean", ("correctness", "cheap"): "trees"}
+# Nineteenth round: a stage keeps its incumbent kind (the one the shipped weights use, `incumbent`) unless another
+# kind's held-out mean is higher by at least MARGIN. The eighteenth round flipped the equivalence full model from mean
+# to trees on a tie at three places (0.848 either way), and the default run's own style (the template check) fell
+# with it: a flip on a tie is noise.
 MARGIN = 0.002
+WEIGHTS = ROOT / "src" / "elical" / "judges" / "learned_weights.json"  # the shipped weights (--write's default)
 CUT = 0.5
 THRESHOLDS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)  # shown in the held-out table
 # Feature groups for the ablation (a group is dropped from the shipped model when dropping it costs nothing: so went
@@ -243,11 +242,18 @@ def in_band(p: np.ndarray, band) -> np.ndarray:
     return (p > band[0]) & (p < band[1])
 
 
-def choose(task: str, stage: str, score) -> str:
-    """The kind of one stage: the best of `KINDS` by ``score(kind)`` (a held-out mean), unless the `INCUMBENT` kind
-    is within `MARGIN` of it, which then stays."""
-    best, keep = max(KINDS, key=score), INCUMBENT[task, stage]
-    return best if score(best) >= score(keep) + MARGIN else keep
+def incumbent(task: str, stage: str) -> str | None:
+    """The kind the shipped weights (`WEIGHTS`, their ``meta``) use for one stage ("full" or "cheap"); None if they
+    name none."""
+    meta = json.loads(WEIGHTS.read_text(encoding="utf-8"))["meta"].get(task, {})
+    return meta.get("model" if stage == "full" else "cheap_model")
+
+
+def choose(task: str, stage: str, by_kind: dict[str, float]) -> str:
+    """The kind of one stage: the best of ``by_kind`` (kind -> held-out mean, in `KINDS` order), unless the
+    `incumbent` kind is within `MARGIN` of it, which then stays."""
+    best, keep = max(by_kind, key=by_kind.get), incumbent(task, stage)
+    return keep if keep in by_kind and by_kind[best] < by_kind[keep] + MARGIN else best
 
 
 def held_out_score(data: Task, proba: np.ndarray, threshold: float) -> float:
@@ -315,7 +321,8 @@ def main(argv=None) -> int:
                 probas[stage, "mean"] = (probas[stage, "logistic"] + probas[stage, "trees"]) / 2
             for mk in KINDS:
                 preds[f"learned {stage} ({mk})"] = (oof[stage, mk] >= CUT).astype(int)
-        best["full"] = choose(task, "full", lambda mk: held_out_score(data, held["full", mk], CUT))
+        by_kind = {"full": {mk: held_out_score(data, held["full", mk], CUT) for mk in KINDS}}
+        best["full"] = choose(task, "full", by_kind["full"])
 
         def cascade(probas, cheap_kind=None):
             cheap = probas["cheap", cheap_kind or best["cheap"]]
@@ -325,11 +332,11 @@ def main(argv=None) -> int:
         # the held-out sets, not the best alone (ninth round: alone, trees won for correctness, and decided "the
         # currency of Sierra Leone is the USD" correct for "Sierra Leonean leone" at 0.84, its alias words the
         # question's own)
-        best["cheap"] = choose(task, "cheap", lambda mk: held_out_score(data, cascade(held, mk), CUT))
-        for stage, score in (("full", lambda k: held_out_score(data, held["full", k], CUT)),
-                             ("cheap", lambda k: held_out_score(data, cascade(held, k), CUT))):
-            print(f"{stage} stage, held-out mean by kind: " + ", ".join(f"{k} {score(k):.4f}" for k in KINDS)
-                  + f"; incumbent {INCUMBENT[task, stage]}, chosen {best[stage]}")
+        by_kind["cheap"] = {mk: held_out_score(data, cascade(held, mk), CUT) for mk in KINDS}
+        best["cheap"] = choose(task, "cheap", by_kind["cheap"])
+        for stage, ba in by_kind.items():
+            print(f"{stage} stage, held-out mean by kind: " + ", ".join(f"{k} {v:.4f}" for k, v in ba.items())
+                  + f"; incumbent {incumbent(task, stage)}, chosen {best[stage]}")
 
         preds["learned (cascade)"] = (cascade(oof) >= CUT).astype(int)
         mk = best["full"]
