@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from elical.judges import make_correctness_judge, make_equivalence_judge
-from elical.judges.extract import alias_contained, extract
-from elical.judges.features import (EQUIVALENCE_FEATURES, SOFT_FEATURES, TokenEncoder, bertscore,
-                                    equivalence_features, is_open, overlap, salient)
+from elical.judges.extract import alias_contained, extract, listed_options, options_named
+from elical.judges.features import (CORRECTNESS_FEATURES, EQUIVALENCE_FEATURES, SOFT_FEATURES, TokenEncoder,
+                                    bertscore, correctness_features, equivalence_features, is_open, overlap,
+                                    salient)
 from elical.judges.learned import Scorer, export_model, load_weights
 
 
@@ -347,6 +348,59 @@ def test_open_ended_and_unmatched_salient_features_by_hand():
                                                             None)))
     assert (g["salient_unmatched_both"], g["open_any"]) == (0.0, 0.0)
     assert salient("It cost 1,000 lire in Naples.", q) == ["1000", "naples"]
+
+
+def test_option_features_by_hand():
+    """A question that lists options: which option each answer names is what it claims (every word and number of
+    "14 hours" and "19 hours" is the question's, so no other feature tells them apart); an option inside a longer
+    named option does not count ("9 hours" in "19 hours"), nor does an option the question lists but the answer
+    only echoes as a whole list."""
+    q = "How long does the Velmar ferry take to cross? Options: 9 hours; 14 hours; 19 hours; two days."
+    assert listed_options(q) == ("9 hours", "14 hours", "19 hours", "two days")
+    assert options_named("The crossing takes 19 hours.", q) == {2}
+    assert options_named("It is 14 hours, not two days.", q) == {1, 3}
+    assert options_named("It takes about half a day.", q) == frozenset()
+    assert options_named("It takes 19 hours.", "How long does the crossing take?") == frozenset()
+
+    def eq(a, b, question=q):
+        f = dict(zip(EQUIVALENCE_FEATURES, equivalence_features(a, b, question, None)))
+        return f["options_question"], f["option_same"], f["option_conflict"], f["option_one_side"]
+
+    assert eq("The crossing takes 14 hours.", "19 hours") == (1.0, 0.0, 1.0, 0.0)
+    assert eq("The crossing takes 14 hours.", "14 hours.") == (1.0, 1.0, 0.0, 0.0)
+    assert eq("It is 14 hours, not two days.", "14 hours") == (1.0, 0.0, 0.0, 0.0)  # one names two: not the same one
+    assert eq("The crossing takes 14 hours.", "It is a long crossing.") == (1.0, 0.0, 0.0, 1.0)
+    assert eq("14 hours", "19 hours", "How long is the crossing?") == (0.0, 0.0, 0.0, 0.0)
+
+    def corr(answer, alias, question=q):
+        f = dict(zip(CORRECTNESS_FEATURES, correctness_features(answer, alias, question, None)))
+        return f["option_alias"], f["option_alone"], f["option_other"]
+
+    assert corr("The crossing takes 14 hours.", "14 hours") == (1.0, 1.0, 0.0)
+    assert corr("It is 14 hours, not two days.", "14 Hours") == (1.0, 0.0, 1.0)
+    assert corr("The crossing takes 19 hours.", "14 hours") == (1.0, 0.0, 1.0)
+    assert corr("The crossing takes 14 hours.", "fourteen hours") == (0.0, 0.0, 0.0)  # the alias is no listed option
+
+
+def test_learned_judges_read_the_option_an_answer_picks():
+    """Invented questions that list options: two answers naming different options differ, though every word of each
+    is the question's, and an answer naming the keyed option and another is not correct. The twentieth-round judges
+    (no option features) called the oxygen / carbon dioxide pair the same (P = 0.59) and "oxygen, not carbon
+    dioxide" correct."""
+    q = "How long does the Velmar ferry take to cross the strait? Options: 9 hours; 14 hours; 19 hours; two days."
+    q2 = "Which gas do plants mostly take in for photosynthesis? Options: oxygen; nitrogen; carbon dioxide; helium."
+    pairs = [("The Velmar ferry takes 14 hours to cross the strait.", 'The answer is "19 hours."', q, 0),
+             ("The Velmar ferry takes 14 hours to cross the strait.", "14 hours", q, 1),
+             ("The Velmar ferry takes 14 hours to cross the strait.", "It takes two days.", q, 0),
+             ("Plants mostly take in carbon dioxide for photosynthesis.", "Carbon dioxide.", q2, 1),
+             ("Plants mostly take in carbon dioxide for photosynthesis.",
+              "Plants mostly take in oxygen for photosynthesis.", q2, 0)]
+    got = make_equivalence_judge("learned").judge_many([(a, b) for a, b, *_ in pairs], [p[2] for p in pairs])
+    assert got.tolist() == [p[3] for p in pairs]
+    corr = make_correctness_judge("learned")
+    answers = ["Plants mostly take in carbon dioxide.", "Plants take in oxygen, not carbon dioxide.",
+               "Plants take in oxygen."]
+    assert corr.judge_many([(a, ["carbon dioxide"]) for a in answers], [q2] * 3).tolist() == [1, 0, 0]
 
 
 def test_learned_ce_averages_the_cross_encoder_wherever_the_cheap_stage_is_not_sure_of_same():

@@ -14,7 +14,7 @@ import numpy as np
 
 from elical.judges.text import find_spans, tokens
 
-__all__ = ["MMLUCorrectness", "mmlu_correct", "mmlu_choice", "choices_named"]
+__all__ = ["MMLUCorrectness", "mmlu_correct", "mmlu_choice", "choices_named", "named_by_text"]
 
 _LETTERS = "ABCD"
 # "A" is also an article: not a letter when a lowercase word follows ("A cat"), except words that
@@ -36,7 +36,7 @@ def _letters_named(response: str) -> set[int]:
     return {_LETTERS.index(letter.upper()) for letter in found}
 
 
-def _choices_named(response: str, choices: Sequence[str]) -> set[int]:
+def named_by_text(response: str, choices: Sequence[str]) -> set[int]:
     """Choices whose text occurs in the response; a choice inside a longer matched choice does not count."""
     resp = tokens(response)
     claimed = [False] * len(resp)
@@ -54,7 +54,7 @@ def choices_named(response: str, choices: Sequence[str]) -> set[int]:
     does not count) or by letter (see `mmlu_correct`). Raises ValueError for more than four choices."""
     if not 0 < len(choices) <= len(_LETTERS):
         raise ValueError(f"choices must hold 1 to {len(_LETTERS)} strings, got {len(choices)}")
-    named = _choices_named(response, choices)
+    named = named_by_text(response, choices)
     rest = response  # letters inside a quoted choice ("Vitamin C") name nothing
     for j in sorted(named, key=lambda j: -len(choices[j])):
         text = choices[j].strip().rstrip(".")

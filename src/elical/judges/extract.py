@@ -20,10 +20,12 @@ import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from elical.judges.base import CorrectnessBase, check_alias_pairs, question_at
+from elical.judges.choices import named_by_text
 from elical.judges.rules import _code_in, is_code
 from elical.judges.text import find_spans, normalize_answer, numbers_in, strip_numbers
 
-__all__ = ["Extraction", "extract", "is_open", "alias_contained", "NormalizedCorrectnessJudge", "NEGATIONS", "REFUSALS"]
+__all__ = ["Extraction", "extract", "is_open", "alias_contained", "listed_options", "options_named",
+           "NormalizedCorrectnessJudge", "NEGATIONS", "REFUSALS"]
 
 # Negation words after normalisation ("doesn't" -> "doesnt"); kept out of the stop words so that polarity counts.
 NEGATIONS = frozenset({"not", "no", "never", "none", "neither", "nor", "nobody", "nothing", "cannot", "without",
@@ -87,11 +89,26 @@ _OPTIONS = re.compile(r"\bOptions:\s*(.+)$", re.S)
 
 
 @functools.lru_cache(maxsize=1 << 12)
+def listed_options(question: str | None) -> tuple[str, ...]:
+    """The options a question lists as "... Options: A; B; C." (as MMLU is asked free-form, `make_final.py`), in
+    order, stripped, without the list's final period; () when it lists none."""
+    m = _OPTIONS.search(question) if question else None
+    return tuple(o.strip() for o in m.group(1).strip().removesuffix(".").split(";") if normalize_answer(o)) if m \
+        else ()
+
+
 def _options(question: str) -> frozenset[tuple[str, ...]]:
-    """The normalised token tuples of the options a question lists as "... Options: A; B; C." (none: empty)."""
-    m = _OPTIONS.search(question)
-    return frozenset(t for o in m.group(1).split(";") if (t := tuple(normalize_answer(o).split()))) if m else \
-        frozenset()
+    """The normalised token tuples of the options a question lists (none: empty)."""
+    return frozenset(tuple(normalize_answer(o).split()) for o in listed_options(question))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def options_named(answer: str, question: str | None) -> frozenset[int]:
+    """Indices (into `listed_options`) of the listed options whose text the answer contains, token-bounded, an
+    option inside a longer named option not counted (`elical.judges.choices.named_by_text`); empty when the question
+    lists none. Letters are not read: the options are listed without them."""
+    opts = listed_options(question)
+    return frozenset(named_by_text(answer, opts)) if opts else frozenset()
 
 
 def _names_option(toks: Sequence[str], question: str) -> bool:

@@ -1,6 +1,7 @@
 """Features of a pair of answers for the learned judges: lexical overlap both ways, the same beyond the question's
 words, numbers, non-answers, salient words (capitalised words and numbers beyond the question: what a long answer
-commits to), yes/no polarity, and soft token alignment with the offline MiniLM encoder.
+commits to), yes/no polarity, the listed option each answer names (a question asked with "Options: a; b; c; d.",
+since the twenty-first round), and soft token alignment with the offline MiniLM encoder.
 
 Two feature sets, each a fixed, named vector (the names are stored beside the shipped weights):
 
@@ -26,7 +27,8 @@ from typing import Sequence
 
 import numpy as np
 
-from elical.judges.extract import NEGATIONS, STOP_WORDS, Extraction, alias_contained, extract, is_open
+from elical.judges.extract import (NEGATIONS, STOP_WORDS, Extraction, alias_contained, extract, is_open,
+                                   listed_options, options_named)
 from elical.judges.rules import is_code
 from elical.judges.semantic import Embedder
 from elical.judges.text import find_spans, normalize_answer, numbers_in, token_f1
@@ -129,12 +131,12 @@ EQUIVALENCE_FEATURES = (
     "nonanswer_any", "nonanswer_both", "echo_any", "numbers_same", "numbers_conflict", "numbers_one_side",
     "length_gap", "salient_min", "salient_max", "salient_first_both", "salient_first_any", "salient_disjoint",
     "yesno_conflict", "negation_parity_differs", "lead_both", "lead_any", "salient_unmatched_both", "open_any",
-    "open_both",
+    "open_both", "options_question", "option_same", "option_conflict", "option_one_side",
     "cosine", "bertscore_min", "bertscore_max", "bertscore_q_min", "bertscore_q_max",
 )  # fmt: skip
 CORRECTNESS_FEATURES = (
     "floor", "fuzzy_recall", "stem_floor", "nonanswer", "echo", "alias_numbers", "numbers_given", "numbers_other",
-    "negated", "cosine",
+    "negated", "option_alias", "option_alone", "option_other", "cosine",
     "bertscore_recall", "bertscore_precision_q",
 )  # fmt: skip
 
@@ -200,8 +202,20 @@ def equivalence_features(a: str, b: str, question: str | None, enc: TokenEncoder
         float(bool(sa) and bool(sb) and not set(sa) & set(sb)), float((ya and nb) or (na and yb)), float(pa != pb),
         float(lead_a and lead_b), float(lead_a or lead_b),
         float(any(t not in tb for t in sa) and any(t not in ta for t in sb)),
-        float(is_open(a) or is_open(b)), float(is_open(a) and is_open(b)), *soft,
+        float(is_open(a) or is_open(b)), float(is_open(a) and is_open(b)), *_option_agreement(a, b, question),
+        *soft,
     ]
+
+
+def _option_agreement(a: str, b: str, question: str | None) -> list[float]:
+    """(the question lists options, both name the same one option, both name options but none in common, one names
+    an option and the other none): which listed option each answer picks, the extraction of a multiple-choice answer
+    (every word of "150 million km" and "190 million km" is the question's, so the other features see no claim)."""
+    if not listed_options(question):
+        return [0.0] * 4
+    na, nb = options_named(a, question), options_named(b, question)
+    return [1.0, float(len(na) == 1 and na == nb), float(bool(na) and bool(nb) and not na & nb),
+            float(bool(na) != bool(nb))]
 
 
 def equivalence_soft(a: str, b: str, question: str | None, enc: TokenEncoder) -> list[float]:
@@ -303,8 +317,19 @@ def correctness_features(answer: str, alias: str, question: str | None, enc: Tok
         float(floor), _fuzzy_recall(want, x.tokens, question, x.numbers), float(stem), float(not x.answers),
         float(x.echo), float(bool(g.numbers)),
         float(bool(g.numbers) and g.numbers <= x.numbers), float(bool(x.new_numbers - g.numbers)),
-        float(x.negated), *soft,
+        float(x.negated), *_option_given(answer, alias, question), *soft,
     ]
+
+
+def _option_given(answer: str, alias: str, question: str | None) -> list[float]:
+    """(the alias is one of the options the question lists, the answer names that option and no other, the answer
+    names another listed option): a multiple-choice answer judged by the option it picks."""
+    key = normalize_answer(alias)
+    mine = frozenset(i for i, o in enumerate(listed_options(question)) if normalize_answer(o) == key)
+    if not mine:
+        return [0.0] * 3
+    named = options_named(answer, question)
+    return [1.0, float(named == mine), float(bool(named - mine))]
 
 
 def correctness_soft(answer: str, alias: str, question: str | None, enc: TokenEncoder) -> list[float]:
