@@ -352,9 +352,8 @@ def test_open_ended_and_unmatched_salient_features_by_hand():
 
 def test_option_features_by_hand():
     """A question that lists options: which option each answer names is what it claims (every word and number of
-    "14 hours" and "19 hours" is the question's, so no other feature tells them apart); an option inside a longer
-    named option does not count ("9 hours" in "19 hours"), nor does an option the question lists but the answer
-    only echoes as a whole list."""
+    "14 hours" and "19 hours" is the question's, so no other feature tells them apart); options are found
+    token-bounded ("9 hours" is not in "19 hours"), and a question without an "Options:" list has none."""
     q = "How long does the Velmar ferry take to cross? Options: 9 hours; 14 hours; 19 hours; two days."
     assert listed_options(q) == ("9 hours", "14 hours", "19 hours", "two days")
     assert options_named("The crossing takes 19 hours.", q) == {2}
