@@ -8,14 +8,15 @@ Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5,f
 tests/fixtures/judge_pairs.jsonl, ``run_random`` (a random sample of the default run's own pairs, draw_study.py; its
 test part was scored once in the seventh round and is training data since), and the ``dev`` part (by question) of
 the two sets drawn from the ``cpu`` study's own answers, ``study_random`` (a random sample) and ``study_disagree``
-(where learned and the rules disagreed), whose ``test`` parts are held out. ``final`` ... ``final20`` were the frozen
-test sets of the first to twentieth learned judges; scored, they are training data now. ``final21`` (the twenty-first
-round's frozen set) is not read here. The shipped equivalence judge also averages in a MiniLM cross-encoder where
-both cascade stages are unsure: its training and grouped CV (the same folds) are benchmarks/judge_cross_encoder.py.
-Equivalence is learned from the ``greedy-sample`` pairs, correctness from the ``answer-gold`` pairs (one training row
-per (answer, stated alias); a prediction is the max over all gold aliases). Models: logistic regression
-(standardised, class-balanced), gradient boosting (class-balanced sample weights, seed 0) and their soft vote
-("mean"), for the full model (every feature) and for the cheap first stage (no MiniLM feature).
+(where learned and the rules disagreed), whose ``test`` parts are held out. ``final`` ... ``final20`` were the
+frozen test sets of the first to twentieth learned judges; scored, they are training data now. ``final21`` (the
+twenty-first round's frozen set, scored once) and ``final22`` (the next round's, unread) are not read here. The
+shipped equivalence judge also averages in a MiniLM cross-encoder where both cascade stages are unsure: its training
+and grouped CV (the same folds) are benchmarks/judge_cross_encoder.py. Equivalence is learned from the
+``greedy-sample`` pairs, correctness from the ``answer-gold`` pairs (one training row per (answer, stated alias); a
+prediction is the max over all gold aliases). Models: logistic regression (standardised, class-balanced), gradient
+boosting (class-balanced sample weights, seed 0) and their soft vote ("mean"), for the full model (every feature)
+and for the cheap first stage (no MiniLM feature).
 
 Two kinds of folds. Grouped CV: GroupKFold (5, shuffled, seed 0) over the SQuAD-normalised question, so no question
 is in a training and a test fold at once, even across sets. Held-out sets (`HELD_OUT`, since the seventh round the

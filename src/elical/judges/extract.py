@@ -24,7 +24,7 @@ from elical.judges.choices import named_by_text
 from elical.judges.rules import _code_in, is_code
 from elical.judges.text import find_spans, normalize_answer, numbers_in, strip_numbers
 
-__all__ = ["Extraction", "extract", "is_open", "alias_contained", "listed_options", "options_named",
+__all__ = ["Extraction", "extract", "is_open", "alias_contained", "listed_options", "option_tokens", "options_named",
            "NormalizedCorrectnessJudge", "NEGATIONS", "REFUSALS"]
 
 # Negation words after normalisation ("doesn't" -> "doesnt"); kept out of the stop words so that polarity counts.
@@ -97,9 +97,10 @@ def listed_options(question: str | None) -> tuple[str, ...]:
         else ()
 
 
-def _options(question: str) -> frozenset[tuple[str, ...]]:
-    """The normalised token tuples of the options a question lists (none: empty)."""
-    return frozenset(tuple(normalize_answer(o).split()) for o in listed_options(question))
+@functools.lru_cache(maxsize=1 << 12)
+def option_tokens(question: str | None) -> tuple[tuple[str, ...], ...]:
+    """The normalised token tuples of `listed_options`, in the same order; () when the question lists none."""
+    return tuple(tuple(normalize_answer(o).split()) for o in listed_options(question))
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -113,7 +114,7 @@ def options_named(answer: str, question: str | None) -> frozenset[int]:
 
 def _names_option(toks: Sequence[str], question: str) -> bool:
     """The answer is exactly one listed option, bare or after its letter ("treadmill", "B. treadmill")."""
-    opts = _options(question)
+    opts = option_tokens(question)
     return bool(opts) and (tuple(toks) in opts or (len(toks) > 1 and len(toks[0]) == 1 and tuple(toks[1:]) in opts))
 
 

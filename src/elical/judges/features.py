@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from elical.judges.extract import (NEGATIONS, STOP_WORDS, Extraction, alias_contained, extract, is_open,
-                                   listed_options, options_named)
+                                   listed_options, option_tokens, options_named)
 from elical.judges.rules import is_code
 from elical.judges.semantic import Embedder
 from elical.judges.text import find_spans, normalize_answer, numbers_in, token_f1
@@ -324,8 +324,8 @@ def correctness_features(answer: str, alias: str, question: str | None, enc: Tok
 def _option_given(answer: str, alias: str, question: str | None) -> list[float]:
     """(the alias is one of the options the question lists, the answer names that option and no other, the answer
     names another listed option): a multiple-choice answer judged by the option it picks."""
-    key = normalize_answer(alias)
-    mine = frozenset(i for i, o in enumerate(listed_options(question)) if normalize_answer(o) == key)
+    key = tuple(normalize_answer(alias).split())
+    mine = frozenset(i for i, o in enumerate(option_tokens(question)) if o == key)
     if not mine:
         return [0.0] * 3
     named = options_named(answer, question)
