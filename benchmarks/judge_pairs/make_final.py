@@ -1,7 +1,7 @@
 """The frozen FINAL test sets of the answer judges (issue 20, item 4): new questions, in datasets and question
 styles no earlier set covers, answered by the real model and labelled by hand before any judge ran.
 
-Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 22: file prefix SET below):
+Run from the repository root (`--set final`, the default, or `--set finalN`, N = 2 ... 23: file prefix SET below):
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice python benchmarks/judge_pairs/make_final.py gen ../shared/data/mmlu
     python benchmarks/judge_pairs/make_final.py draw    # SET_outputs.jsonl -> SET_candidates.jsonl (unlabelled)
@@ -110,6 +110,8 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # units of labor are hired?") and options naming numbered statements that are not given ("I only; II only; ...").
 # final22 left out a wrong key (365 + 56 keyed as 309, where it is 421) and a key that could not be checked (food
 # availability and consumption "measured" at 5 stages of the food supply chain).
+# final23 left out two keys that could not be checked (Australia's 2013 flat-screen television revenue "$1.2 billion",
+# and the median international income of 2020 keyed "$10,000", where estimates are near $3,000 a year).
 # Each set: its MMLU and draw seeds and its left-out rows (its `after`, the sets listed before it, is set below).
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030,
@@ -167,7 +169,9 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final21": {"mmlu_seed": 2067, "draw_seed": 2068,
                     "left_out": {"mmlu/high_school_microeconomics/30", "mmlu/high_school_psychology/134"}},
         "final22": {"mmlu_seed": 2069, "draw_seed": 2070,
-                    "left_out": {"mmlu/elementary_mathematics/374", "mmlu/nutrition/176"}}}
+                    "left_out": {"mmlu/elementary_mathematics/374", "mmlu/nutrition/176"}},
+        "final23": {"mmlu_seed": 2071, "draw_seed": 2072,
+                    "left_out": {"mmlu/miscellaneous/320", "mmlu/global_facts/75"}}}
 for _i, _name in enumerate(SETS):  # "after": every set made before it, whose MMLU rows it never draws
     SETS[_name]["after"] = tuple(SETS)[:_i]
 
