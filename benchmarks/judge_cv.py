@@ -3,6 +3,7 @@ baseline judges; and the reproducible training of the shipped weights.
 
     python benchmarks/judge_cv.py                     # CV tables (per set and pooled, held-out sets) + ablation
     python benchmarks/judge_cv.py --write             # + fit on all pairs, write src/elical/judges/learned_weights.json
+    python benchmarks/judge_cv.py --drop equivalence:polarity   # a feature group (GROUPS) left out of a task's models
 
 Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5,final,final2,...,final21}.jsonl,
 tests/fixtures/judge_pairs.jsonl, ``run_random`` (a random sample of the default run's own pairs, draw_study.py; its
