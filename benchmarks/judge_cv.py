@@ -267,6 +267,24 @@ def choose(task: str, stage: str, by_kind: dict[str, float]) -> str:
     return keep if keep in by_kind and by_kind[best] < by_kind[keep] + MARGIN else best
 
 
+def parse_drop(items: list[str]) -> dict[str, set[str]]:
+    """``--drop`` values ("TASK:GROUP", GROUP a key of GROUPS[TASK]) -> {task: {group, ...}}. Raises ValueError for
+    any other value."""
+    dropped: dict[str, set[str]] = {}
+    for item in items:
+        task, _, group = item.partition(":")
+        if group not in GROUPS.get(task, {}):
+            raise ValueError(f"--drop {item}: not a TASK:GROUP of GROUPS")
+        dropped.setdefault(task, set()).add(group)
+    return dropped
+
+
+def kept_columns(names, task: str, dropped: dict[str, set[str]]) -> list[int]:
+    """Indices of the feature ``names`` of ``task`` outside its dropped groups (`parse_drop`)."""
+    gone = {f for g in dropped.get(task, ()) for f in GROUPS[task][g]}
+    return [i for i, f in enumerate(names) if f not in gone]
+
+
 def held_out_score(data: Task, proba: np.ndarray, threshold: float) -> float:
     """Mean over the `HELD_OUT` sets of the balanced accuracy of ``proba >= threshold`` (`Task.held_out`)."""
     sets = np.array([r["set"] for r in data.rows])
@@ -305,12 +323,10 @@ def main(argv=None) -> int:
                    help="leave a feature group of GROUPS out of every model of a task (e.g. equivalence:polarity; "
                         "repeatable)")
     args = p.parse_args(argv)
-    dropped = {}
-    for item in args.drop:
-        task, _, group = item.partition(":")
-        if group not in GROUPS.get(task, {}):
-            p.error(f"--drop {item}: not a TASK:GROUP of GROUPS")
-        dropped.setdefault(task, set()).add(group)
+    try:
+        dropped = parse_drop(args.drop)
+    except ValueError as e:
+        p.error(str(e))
     from elical.judges import make_correctness_judge, make_equivalence_judge
     from elical.judges.features import CORRECTNESS_FEATURES, EQUIVALENCE_FEATURES, SOFT_FEATURES
     from elical.judges.learned import Scorer, export_model
@@ -331,10 +347,9 @@ def main(argv=None) -> int:
         data = Task(task, sub, judge)
         print(f"\n## {task}: {len(sub)} pairs, {len(set(data.groups))} questions; features in "
               f"{time.perf_counter() - t0:.0f} s")
-        gone = {f for g in dropped.get(task, ()) for f in GROUPS[task][g]}
-        all_cols = [i for i, f in enumerate(names) if f not in gone]
+        all_cols = kept_columns(names, task, dropped)
         cheap_cols = [i for i in all_cols if names[i] not in SOFT_FEATURES]
-        if gone:
+        if dropped.get(task):
             print(f"groups left out: {', '.join(sorted(dropped[task]))}")
         preds, best, oof, held = {}, {}, {}, {}
         for stage, cols in (("full", all_cols), ("cheap", cheap_cols)):
