@@ -1,3 +1,4 @@
+import importlib.util
 import os
 from pathlib import Path
 
@@ -14,6 +15,20 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"{SHARED_DATA} not found (the project reads real data from ../shared/data)")
     return SHARED_DATA
+
+
+def _load_script(path: Path):
+    """A script that is not a package module (benchmarks/*.py, tests/fixtures/*.py), imported from its path."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """``load_script(path)`` -> the module of a script file (benchmarks/*.py and the like), executed once per call."""
+    return _load_script
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,6 @@
 """benchmarks/gpu_check.py on the CPU with tiny models: every section prints numbers, and in float32 the
 prefix-sharing decoder's greedy answers equal Hugging Face generate's (an independent decoder) on the same
 random-weight models."""
-import importlib.util
 import re
 from pathlib import Path
 
@@ -14,10 +13,8 @@ def _number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
-def test_gpu_check_tiny_on_cpu_prints_every_section_with_numbers(capsys):
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def test_gpu_check_tiny_on_cpu_prints_every_section_with_numbers(capsys, load_script):
+    module = load_script(SCRIPT)
     assert module.main(["--device", "cpu", "--tiny"]) == 0
     out = capsys.readouterr().out
     sections = re.findall(r"^== (.+) ==$", out, flags=re.M)

@@ -2,7 +2,6 @@
 recorded from the code before they shared it (tests/fixtures/protocol_expected.json, made by
 tests/fixtures/make_protocol_expected.py from main at da70ab4), and the protocol's own rules on small cases."""
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -15,16 +14,9 @@ from elical.heads.stages import probe_stages
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
-def _maker():
-    spec = importlib.util.spec_from_file_location("make_protocol_expected", FIXTURES / "make_protocol_expected.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def now(tmp_path_factory):
-    return _maker().compute(tmp_path_factory.mktemp("protocol") / "run")
+def now(tmp_path_factory, load_script):
+    return load_script(FIXTURES / "make_protocol_expected.py").compute(tmp_path_factory.mktemp("protocol") / "run")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
 """benchmarks/judge_cross_encoder.py's saved folds: a fold is only read back against the rows it was saved for."""
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -11,11 +10,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "judge_cross_encod
 
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("judge_cross_encoder", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script(load_script):
+    return load_script(SCRIPT)
 
 
 def _rows(*texts):

@@ -1,6 +1,5 @@
 """benchmarks/judge_cv.py --drop: which feature columns a model keeps when a feature group is left out."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,11 +10,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "judge_cv.py"
 
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("judge_cv", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script(load_script):
+    return load_script(SCRIPT)
 
 
 def test_dropped_groups_leave_exactly_their_features(script):
