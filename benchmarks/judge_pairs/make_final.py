@@ -112,6 +112,7 @@ LEFT_OUT = {"mmlu/miscellaneous/680", "mmlu/human_aging/27", "mmlu/moral_dispute
 # availability and consumption "measured" at 5 stages of the food supply chain).
 # final23 left out two keys that could not be checked (Australia's 2013 flat-screen television revenue "$1.2 billion",
 # and the median international income of 2020 keyed "$10,000", where estimates are near $3,000 a year).
+# final24 left out an option naming others by letter ("both A and B").
 # Each set: its MMLU and draw seeds and its left-out rows (its `after`, the sets listed before it, is set below).
 SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final2": {"mmlu_seed": 2029, "draw_seed": 2030,
@@ -171,7 +172,8 @@ SETS = {"final": {"mmlu_seed": 2027, "draw_seed": 2028, "left_out": LEFT_OUT},
         "final22": {"mmlu_seed": 2069, "draw_seed": 2070,
                     "left_out": {"mmlu/elementary_mathematics/374", "mmlu/nutrition/176"}},
         "final23": {"mmlu_seed": 2071, "draw_seed": 2072,
-                    "left_out": {"mmlu/miscellaneous/320", "mmlu/global_facts/75"}}}
+                    "left_out": {"mmlu/miscellaneous/320", "mmlu/global_facts/75"}},
+        "final24": {"mmlu_seed": 2073, "draw_seed": 2074, "left_out": {"mmlu/moral_disputes/293"}}}
 for _i, _name in enumerate(SETS):  # "after": every set made before it, whose MMLU rows it never draws
     SETS[_name]["after"] = tuple(SETS)[:_i]
 
