@@ -5,13 +5,13 @@ baseline judges; and the reproducible training of the shipped weights.
     python benchmarks/judge_cv.py --write             # + fit on all pairs, write src/elical/judges/learned_weights.json
     python benchmarks/judge_cv.py --drop equivalence:polarity   # a feature group (GROUPS) left out of a task's models
 
-Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5,final,final2,...,final21}.jsonl,
+Labelled sets: benchmarks/judge_pairs/{pairs,dev2,dev3,test2,test3,test4,test5,final,final2,...,final22}.jsonl,
 tests/fixtures/judge_pairs.jsonl, ``run_random`` (a random sample of the default run's own pairs, draw_study.py; its
 test part was scored once in the seventh round and is training data since), and the ``dev`` part (by question) of
 the two sets drawn from the ``cpu`` study's own answers, ``study_random`` (a random sample) and ``study_disagree``
-(where learned and the rules disagreed), whose ``test`` parts are held out. ``final`` ... ``final21`` were the
-frozen test sets of the first to twenty-first learned judges; scored, they are training data now. ``final22`` (the
-twenty-second round's frozen set, scored once) and ``final23`` (the next round's, unread) are not read here. The
+(where learned and the rules disagreed), whose ``test`` parts are held out. ``final`` ... ``final22`` were the
+frozen test sets of the first to twenty-second learned judges; scored, they are training data now. ``final23`` (the
+twenty-third round's frozen set, scored once) and ``final24`` (the next round's, unread) are not read here. The
 shipped equivalence judge also averages in a MiniLM cross-encoder where both cascade stages are unsure: its training
 and grouped CV (the same folds) are benchmarks/judge_cross_encoder.py. Equivalence is learned from the
 ``greedy-sample`` pairs, correctness from the ``answer-gold`` pairs (one training row per (answer, stated alias); a
@@ -47,8 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 SETS = ["pairs", "dev2", "dev3", "test2", "test3", "test4", "test5", "final", "final2", "final3", "final4", "final5",
         "final6", "final7", "final8", "final9", "final10", "final11", "final12", "final13",
-        "final14", "final15", "final16", "final17", "final18", "final19", "final20", "final21", "study_random",
-        "study_disagree", "run_random"]
+        "final14", "final15", "final16", "final17", "final18", "final19", "final20", "final21", "final22",
+        "study_random", "study_disagree", "run_random"]
 # their `test` part (by question) is held out: judge_agreement.py (run_random's, read once, is training data since the
 # eighth round)
 DEV_ONLY = {"study_random", "study_disagree"}
@@ -81,10 +81,10 @@ SECOND_ORDERS = 1  # the cross-encoder reads both orders of (a, b) (2) or one (1
 # final10 is held out since the eleventh round, final11 since the twelfth, final12 since the thirteenth, final13 since
 # the fourteenth, final14 since the fifteenth, final15 since the sixteenth, final16 since the seventeenth, final17
 # since the eighteenth, final18 since the nineteenth, final19 since the twentieth, final20 since the twenty-first,
-# final21 since the twenty-second
+# final21 since the twenty-second, final22 since the twenty-third
 HELD_OUT = ["final", "final2", "final3", "final4", "final5", "final6", "final7", "final8", "final9",
             "final10", "final11", "final12", "final13", "final14", "final15", "final16", "final17", "final18",
-            "final19", "final20", "final21"]
+            "final19", "final20", "final21", "final22"]
 KINDS = ("logistic", "trees", "mean")  # mean: the soft vote of the two (shipped as kind "mean")
 # Nineteenth round: a stage keeps its incumbent kind (the one the shipped weights use, `incumbent`) unless another
 # kind's held-out mean is higher by at least MARGIN. The eighteenth round flipped the equivalence full model from mean

@@ -112,12 +112,9 @@ def test_salient_words_and_polarity_by_hand():
 
 
 def test_cascade_encodes_only_where_the_cheap_model_is_unsure(monkeypatch):
-    from elical.judges.features import CORRECTNESS_FEATURES
-
     w = load_weights()
-    for task, names in (("equivalence", EQUIVALENCE_FEATURES), ("correctness", CORRECTNESS_FEATURES)):
-        cheap = w[f"{task}_cheap"]
-        assert cheap["features"] == [n for n in names if n not in SOFT_FEATURES]
+    for task in ("equivalence", "correctness"):
+        assert not set(w[f"{task}_cheap"]["features"]) & SOFT_FEATURES
     assert w["equivalence_cheap"]["band"] == [0.1, 0.8] and w["correctness_cheap"]["band"] == [0.15, 0.8]
     assert w["equivalence"]["second_band"] == [0.1, 0.8] and w["equivalence"]["second_orders"] == 1
     assert "second_band" not in w["correctness"]
@@ -245,7 +242,17 @@ def test_tree_export_matches_sklearn():
     np.testing.assert_allclose(got, vote.predict_proba(X)[:, 1], atol=1e-5)
 
 
-def test_shipped_weights_are_small_and_match_the_features():
+def _shipped_features(load_script, task: str, names, cheap: bool = False) -> list[str]:
+    """The features the shipped model of a task reads: its names outside the groups judge_cv.py --drop left out
+    (weights meta ``groups_left_out``), and for the cheap stage outside the soft features too."""
+    from pathlib import Path
+
+    groups = load_script(Path(__file__).parents[2] / "benchmarks" / "judge_cv.py").GROUPS[task]
+    gone = {f for g in load_weights()["meta"][task].get("groups_left_out", []) for f in groups[g]}
+    return [n for n in names if n not in gone and not (cheap and n in SOFT_FEATURES)]
+
+
+def test_shipped_weights_are_small_and_match_the_features(load_script):
     import os
 
     from elical.judges.features import CORRECTNESS_FEATURES
@@ -253,8 +260,33 @@ def test_shipped_weights_are_small_and_match_the_features():
 
     assert os.path.getsize(WEIGHTS_PATH) < 2_000_000
     w = load_weights()
-    assert tuple(w["equivalence"]["features"]) == EQUIVALENCE_FEATURES
-    assert tuple(w["correctness"]["features"]) == CORRECTNESS_FEATURES
+    for task, names in (("equivalence", EQUIVALENCE_FEATURES), ("correctness", CORRECTNESS_FEATURES)):
+        assert w[task]["features"] == _shipped_features(load_script, task, names)
+        assert w[f"{task}_cheap"]["features"] == _shipped_features(load_script, task, names, cheap=True)
+
+
+def test_weights_over_some_of_the_features_read_those_columns(tmp_path):
+    """A model trained with feature groups left out (judge_cv.py --drop) reads its own columns of the full feature
+    matrix; a model naming a feature this version lacks is refused, naming the file."""
+    import json
+
+    from elical.judges.learned import WEIGHTS_PATH, LearnedEquivalenceJudge
+
+    shipped = json.loads(WEIGHTS_PATH.read_text(encoding="utf-8"))
+    shipped["equivalence"] = {"kind": "logistic", "features": ["cosine", "f1"], "mean": [0, 0], "scale": [1, 1],
+                              "coef": [-1.0, 2.0], "intercept": 0.5, "threshold": 0.5}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(shipped), encoding="utf-8")
+    judge = LearnedEquivalenceJudge(weights=path)
+    X = np.zeros((2, len(EQUIVALENCE_FEATURES)))
+    X[:, EQUIVALENCE_FEATURES.index("f1")] = [1.0, 0.0]
+    X[:, EQUIVALENCE_FEATURES.index("cosine")] = [0.5, 2.0]
+    sig = lambda z: 1 / (1 + math.exp(-z))  # noqa: E731
+    np.testing.assert_allclose(judge.scorer.proba(X), [sig(2.0 - 0.5 + 0.5), sig(-2.0 + 0.5)])
+    shipped["equivalence"]["features"] = ["cosine", "not_a_feature"]
+    path.write_text(json.dumps(shipped), encoding="utf-8")
+    with pytest.raises(ValueError, match="w.json.*not_a_feature"):
+        LearnedEquivalenceJudge(weights=path)
 
 
 def test_learned_judges_on_invented_pairs():

@@ -137,6 +137,18 @@ def _named(names: Sequence[str], x: np.ndarray) -> dict:
     return {n: None if np.isnan(v) else float(v) for n, v in zip(names, x)}
 
 
+class _Selected:
+    """A `Scorer` over some of a judge's features, read from a matrix of all of them: ``proba(X)``, X of shape
+    (n, len(names)) -> P(label 1), shape (n,)."""
+
+    def __init__(self, scorer: Scorer, names: Sequence[str]):
+        self.inner, self.features, self.threshold = scorer, tuple(names), scorer.threshold
+        self.cols = [self.features.index(f) for f in scorer.features]
+
+    def proba(self, X: np.ndarray) -> np.ndarray:
+        return self.inner.proba(np.asarray(X, dtype=float).reshape(-1, len(self.features))[:, self.cols])
+
+
 class _Learned:
     task = "?"
     names: tuple = ()
@@ -146,9 +158,11 @@ class _Learned:
                  batch_size: int = 64):
         shipped = load_weights(weights)
         self.scorer = Scorer(shipped[self.task])
-        if self.scorer.features != self.names:
-            raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task} features {self.scorer.features} do not match "
-                             f"this version's {self.names}; retrain with benchmarks/judge_cv.py --write")
+        if set(self.scorer.features) - set(self.names):
+            raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task} features {self.scorer.features} are not all "
+                             f"among this version's {self.names}; retrain with benchmarks/judge_cv.py --write")
+        if self.scorer.features != self.names:  # trained with feature groups left out (judge_cv.py --drop)
+            self.scorer = _Selected(self.scorer, self.names)
         cheap = shipped.get(f"{self.task}_cheap")
         self.cheap = Scorer(cheap) if cheap else None
         self.band = tuple(float(b) for b in cheap["band"]) if cheap else (0.0, 1.0)
