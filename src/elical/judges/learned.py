@@ -138,10 +138,14 @@ def _named(names: Sequence[str], x: np.ndarray) -> dict:
 
 
 class _Selected:
-    """A `Scorer` over some of a judge's features, read from a matrix of all of them: ``proba(X)``, X of shape
-    (n, len(names)) -> P(label 1), shape (n,)."""
+    """A `Scorer` over some of a judge's features (all of them, or those a `judge_cv.py --drop` run kept), read from
+    a matrix of all of them: ``proba(X)``, X of shape (n, len(names)) -> P(label 1), shape (n,). Raises ValueError,
+    naming ``source``, when the model reads a feature ``names`` lacks."""
 
-    def __init__(self, scorer: Scorer, names: Sequence[str]):
+    def __init__(self, scorer: Scorer, names: Sequence[str], source: str):
+        if set(scorer.features) - set(names):
+            raise ValueError(f"{source} features {scorer.features} are not all among this version's {tuple(names)}; "
+                             "retrain with benchmarks/judge_cv.py --write")
         self.inner, self.features, self.threshold = scorer, tuple(names), scorer.threshold
         self.cols = [self.features.index(f) for f in scorer.features]
 
@@ -157,17 +161,12 @@ class _Learned:
     def __init__(self, model_path=None, weights=None, threshold: float | None = None, device: str = "cpu",
                  batch_size: int = 64):
         shipped = load_weights(weights)
-        self.scorer = Scorer(shipped[self.task])
-        if set(self.scorer.features) - set(self.names):
-            raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task} features {self.scorer.features} are not all "
-                             f"among this version's {self.names}; retrain with benchmarks/judge_cv.py --write")
-        if self.scorer.features != self.names:  # trained with feature groups left out (judge_cv.py --drop)
-            self.scorer = _Selected(self.scorer, self.names)
+        source = f"{weights or WEIGHTS_PATH}: {self.task}"
+        self.scorer = _Selected(Scorer(shipped[self.task]), self.names, source)
         cheap = shipped.get(f"{self.task}_cheap")
-        self.cheap = Scorer(cheap) if cheap else None
+        self.cheap = _Selected(Scorer(cheap), self.names, f"{source}_cheap") if cheap else None
         self.band = tuple(float(b) for b in cheap["band"]) if cheap else (0.0, 1.0)
-        if self.cheap is not None and (set(self.cheap.features) - set(self.names) or
-                                       set(self.cheap.features) & SOFT_FEATURES):
+        if self.cheap is not None and set(self.cheap.inner.features) & SOFT_FEATURES:
             raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task}_cheap must read only lexical features")
         if not 0.0 <= self.band[0] < self.band[1] <= 1.0:
             raise ValueError(f"{weights or WEIGHTS_PATH}: {self.task}_cheap band {self.band} is not 0 <= lo < hi <= 1")
@@ -219,7 +218,7 @@ class _Learned:
         full = np.ones(len(rows), dtype=bool)
         p = np.zeros(len(rows))
         if self.cheap is not None and len(rows):
-            p = self.cheap.proba(X[:, [self.names.index(f) for f in self.cheap.features]])
+            p = self.cheap.proba(X)
             full = (p < self.band[1]) if self.everywhere else (p > self.band[0]) & (p < self.band[1])
         ruled = np.array([self.rule(*r) is not None for r in rows], dtype=bool).reshape(len(rows))
         full &= ~ruled
